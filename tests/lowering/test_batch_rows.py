@@ -245,3 +245,17 @@ def test_the_probe_queues_no_seed_for_cudas_first_use():
     before = (tracker.manual_seed_all_cb, tracker.manual_seed_cb, len(queue))
     assert rows_mixed(ep, args, {}) is True
     assert (tracker.manual_seed_all_cb, tracker.manual_seed_cb, len(queue)) == before
+
+
+def test_the_probe_can_be_switched_off_and_then_says_so(monkeypatch):
+    """The probe costs up to 15 eager forwards at lowering; AOTCUDA_BATCH_ROWS_PROBE=0 skips it: not probed (None),
+    with the reason lower() warns with, never a false record."""
+    from aotcuda.lowering.batch_rows import not_probed_warning, probe_rows
+
+    ep, args = _exported(MIXED["centered"], 3)
+    monkeypatch.setenv("AOTCUDA_BATCH_ROWS_PROBE", "0")
+    probe = probe_rows(ep, args, {})
+    assert probe.mixed is None and probe.not_probed == "AOTCUDA_BATCH_ROWS_PROBE=0"
+    assert "(AOTCUDA_BATCH_ROWS_PROBE=0); serving batches this program unchecked" in not_probed_warning(probe.not_probed)
+    monkeypatch.setenv("AOTCUDA_BATCH_ROWS_PROBE", "1")
+    assert probe_rows(ep, args, {}).mixed is True

@@ -21,6 +21,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
+from aotcuda.switches import flag
+
 logger = logging.getLogger("aotcuda")
 # What counts as a change of an output's row: more than rounding (a reduction's order), far less than the change made
 # (each element of the changed row doubled and moved by 1), which a mean over 64 rows still passes on to every row.
@@ -56,6 +58,8 @@ def probe_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> RowsProbe:
     rows = _shared_rows(ep, args, kwargs)
     if rows is None:
         return RowsProbe(None)  # serving does not batch these shapes: nothing to probe or to say
+    if not flag("AOTCUDA_BATCH_ROWS_PROBE"):  # the probe's forwards cost too much on a large model
+        return RowsProbe(None, "AOTCUDA_BATCH_ROWS_PROBE=0")
     try:
         # each run from one seed, the caller's generators left as they were: a dropout or a torch.randn in forward
         # draws the same numbers in every run, so that only the changed row can change the outputs
