@@ -259,3 +259,44 @@ def test_the_probe_can_be_switched_off_and_then_says_so(monkeypatch):
     assert "(AOTCUDA_BATCH_ROWS_PROBE=0); serving batches this program unchecked" in not_probed_warning(probe.not_probed)
     monkeypatch.setenv("AOTCUDA_BATCH_ROWS_PROBE", "1")
     assert probe_rows(ep, args, {}).mixed is True
+
+
+def test_lower_warns_once_and_records_why_where_the_rows_were_not_probed(tmp_path, monkeypatch):
+    """lower()'s side of a record that is None although serving would batch the shapes: one `aotcuda:` UserWarning
+    (batching it unchecked; serve it with --max-batch-size 1) and the reason in the signature; nothing said where the
+    probe ran. The compile is replaced by an empty package (the steps after it read the signature, not the code)."""
+    import warnings
+    import zipfile
+
+    import aotcuda
+    import aotcuda.lowering.pipeline as pipeline
+    from aotcuda.runtime.package import read_signature
+
+    def no_compile(ep, path, configs):
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("pkg/archive_format", "pt2")
+            archive.writestr("pkg/data/aotinductor/model/abc.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
+            archive.writestr("pkg/data/aotinductor/model/abc.wrapper.so", b"\x7fELF")
+            archive.writestr("pkg/data/aotinductor/model/abc.wrapper.cpp", "void run() { }\n")
+
+    class Centered(torch.nn.Module):
+        def forward(self, x):
+            return x - x.mean(0, keepdim=True)
+
+    monkeypatch.setattr(pipeline, "_compile", no_compile)
+
+    def lowered(probe: str):
+        monkeypatch.setenv("AOTCUDA_BATCH_ROWS_PROBE", probe)
+        path = tmp_path / f"centered{probe}.pt2"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            aotcuda.lower(Centered(), (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch", max=64)},), device="cpu",
+                          package_path=path)
+        said = [str(w.message) for w in caught if "was not probed" in str(w.message)]
+        return read_signature(str(path)), said
+
+    signature, said = lowered("0")
+    assert (signature["rows_mixed"], signature["rows_not_probed"]) == (None, "AOTCUDA_BATCH_ROWS_PROBE=0")
+    assert len(said) == 1 and said[0].startswith("aotcuda: ") and "--max-batch-size 1" in said[0]
+    signature, said = lowered("1")
+    assert signature["rows_mixed"] is True and "rows_not_probed" not in signature and said == []
