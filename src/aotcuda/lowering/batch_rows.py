@@ -32,7 +32,8 @@ _RTOL, _ATOL = 1e-4, 1e-5
 def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
     """True when, along the dynamic dim 0 every input and output shares (the dim serving batches), an output's row
     changed with another row of the inputs (up to _MOST_ROWS of their rows, each changed in _CHANGES' ways), False when
-    none did, None when not probed: the inputs do not share a dynamic dim 0, or the program did not run here."""
+    none did, None when not probed: the inputs do not share a dynamic dim 0, the program ran on no changed example,
+    no change changed an input (rows all alike), or AOTCUDA_BATCH_ROWS_PROBE=0 (probe_rows says which)."""
     return probe_rows(ep, args, kwargs).mixed
 
 
