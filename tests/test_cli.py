@@ -2912,3 +2912,45 @@ def test_the_dynamic_fft_warning_line_names_the_models_line(runner, tmp_path):
             "builds its [2n, 2n] DFT table") in said, result.output
     x = torch.randn(2, 37)  # a fresh length, as eager computes it
     assert relative_error(aotcuda.load(str(tmp_path / "f.pt2"))(x), DynamicRfft()(x)) < 1e-5
+
+
+def test_inspect_says_where_lowering_did_not_probe_the_batch_rows(tmp_path):
+    """(review40b) A package whose rows lowering could not probe (rows_mixed null) said nothing of it, and serving
+    batches it unchecked: inspect says so, with lowering's reason."""
+    import json
+
+    signature = {"format": "aotcuda.signature", "version": 2, "inputs": [], "outputs": [], "rows_mixed": None,
+                 "rows_not_probed": "the program did not run in eager on the example inputs: IndexError: out of range"}
+    path = _small_package(tmp_path / "p.pt2", json.dumps(signature))
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert ("rows: not probed (the program did not run in eager on the example inputs: IndexError: out of range); "
+            "aotcuda serve batches it unchecked") in result.output.splitlines(), result.output
+
+
+def test_serve_says_once_that_it_batches_a_package_whose_rows_were_not_probed(tmp_path, caplog):
+    """(review40b) serve batched a package whose rows lowering had not probed (rows_mixed null, or a package of an
+    older aotcuda without the record) without a word: one line says so, before Ray starts; none for a probed one."""
+    import json
+    import logging
+
+    from aotcuda.serving.server import ServeOptions, check_package
+
+    batch = {"expr": "s0", "min": 1, "max": 64}
+    base = {"format": "aotcuda.signature", "version": 2,
+            "inputs": [{"name": "x", "dtype": "float32", "device": "cpu", "shape": [batch, 3]}],
+            "outputs": [{"name": "out", "dtype": "float32", "device": "cpu", "shape": [batch, 3]}]}
+
+    def said(record, max_batch_size=8):
+        path = _small_package(tmp_path / "p.pt2", json.dumps({**base, **record}))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="aotcuda"):
+            assert check_package(path, ServeOptions(max_batch_size=max_batch_size)) == "cpu"
+        return [r.getMessage() for r in caplog.records if "unchecked" in r.getMessage()]
+
+    [line] = said({"rows_mixed": None, "rows_not_probed": "the program failed on every changed example (4 runs)"})
+    assert "batching" in line and "(the program failed on every changed example (4 runs))" in line \
+        and "--max-batch-size 1" in line
+    [line] = said({})
+    assert "lowered by an aotcuda without the probe" in line
+    assert said({"rows_mixed": False}) == [] and said({"rows_mixed": None}, max_batch_size=1) == []

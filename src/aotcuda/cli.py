@@ -1286,6 +1286,9 @@ def inspect(package, signing_key_file, as_json):
         if signature.get("rows_mixed") is True:  # lowering's probe (lowering/batch_rows.py): serving batches it not
             console.print("rows mixed along dim 0: an output's row depends on other rows of the batch dim; aotcuda serve "
                           "refuses --max-batch-size above 1", highlight=False, soft_wrap=True)
+        elif signature.get("rows_mixed") is None and isinstance(signature.get("rows_not_probed"), str):
+            console.print(f"rows: not probed ({shown(_clip(signature['rows_not_probed'], 2 * SHOWN_CHARS))}); aotcuda "
+                          "serve batches it unchecked", highlight=False, soft_wrap=True)
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown",
                       soft_wrap=True)

@@ -46,10 +46,15 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
      "state_written": ["angle", ...],  # (optional) the buffers and parameters the program writes in place at
                                         # every call (a KV cache, a step counter): serving refuses batching
                                         # and several replicas for it (each would hold its own state)
-     "rows_mixed": false,               # (optional) whether an output's row 0 changed with the inputs' other rows
-                                        # along their shared dynamic dim 0 when lowering ran the program twice
+     "rows_mixed": false,               # (optional) whether an output's row changed with another row of the
+                                        # inputs, or with its place among them, along their shared dynamic dim 0
+                                        # when lowering ran the program in eager with rows of the example changed
                                         # (lowering/batch_rows.py): serving refuses batching it when true
-                                        # (null: not probed; absent: older aotcuda)
+                                        # (null: not probed; absent: older aotcuda); parse_signature refuses
+                                        # anything but true, false or null
+     "rows_not_probed": "the program failed on every changed example (4 runs)",
+                                        # (optional) where rows_mixed is null although serving would batch the
+                                        # program's shapes: why; `aotcuda inspect` shows it
      "data_dependent_sizes": [{"expr": "u0", "min": 0, "max": null}, ...],
                                         # (optional) every size the program computes from an input's values
                                         # (an unbacked symbol), output or intermediate, with its range:
@@ -174,7 +179,7 @@ import tempfile
 import zipfile
 from typing import BinaryIO
 
-from aotcuda.errors import PackageChangedError, PackageError
+from aotcuda.errors import PackageChangedError, PackageError, clipped
 from aotcuda.os_errors import cannot_read
 from aotcuda.regular_files import NotARegularFileError, file_version, names_file, open_regular
 
@@ -509,8 +514,23 @@ def parse_signature(data: bytes, entry: str, path: str, read_expression=None) ->
                            f"{signature.get('version')!r}; this aotcuda reads {SIGNATURE_FORMAT} versions "
                            f"{', '.join(map(str, READ_VERSIONS))}")
     check_signature_counts(signature, entry, path)
+    check_rows_record(signature, entry, path)
     check_signature_expressions(signature, entry, path, read_expression or parse_shape_expression)
     return signature
+
+
+def check_rows_record(signature: dict, entry: str, path: str) -> None:
+    """Refuse (PackageError naming the field) a ``rows_mixed`` that is not absent, null or a JSON bool, and a
+    ``rows_not_probed`` that is not absent or a string: serving refuses batching only for a JSON true, so a "yes" or a
+    1 of a damaged or hostile package would have batched a program whose record says its rows mix."""
+    mixed = signature.get("rows_mixed")
+    if mixed is not None and not isinstance(mixed, bool):
+        raise PackageError(f"{path!r}: {entry}: rows_mixed is {clipped(repr(mixed), 80)}, not true, false or null; no "
+                           "package aotcuda writes holds that, so it is damaged or hostile. Lower the model again")
+    why = signature.get("rows_not_probed")
+    if why is not None and not isinstance(why, str):
+        raise PackageError(f"{path!r}: {entry}: rows_not_probed is a {type(why).__name__}, not a string; no package "
+                           "aotcuda writes holds that, so it is damaged or hostile. Lower the model again")
 
 
 # How much a signature may hold, counted before any expression is read: reading one costs up to ~15 ms (2,000

@@ -170,3 +170,180 @@ def test_a_complex_program_is_probed_on_the_real_pairs_it_takes(across, mixed):
     z = torch.randn(4, 8, dtype=torch.complex64)
     ep = before_compile(Spectrum(), (z,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
     assert rows_mixed(ep, (z,), {}) is mixed
+
+
+class Coordinates(torch.nn.Module):
+    """A row of coordinates in [0, 1) that index a table (a row's floats as an index), and a mix across rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Linear(2, 3)
+
+    def forward(self, c):
+        return self.table.weight[(c[:, 0] * 3).long()] - c.mean(0).sum()
+
+
+def test_a_change_the_program_cannot_take_skips_that_change_not_the_probe():
+    """(review40b) The probe's one change of a float row, x*2+1, sent a coordinate that indexes out of range: the
+    IndexError made the whole probe "not probed" (None, said at debug level only), and serving batched a program that
+    mixes its rows. A row changed to another row's values stays in the data's domain; a change that fails is skipped."""
+    c = torch.rand(4, 2)
+    ep = before_compile(Coordinates(), (c,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
+    assert rows_mixed(ep, (c,), {}) is True
+    module, fresh = ep.module(), torch.rand(3, 2)  # what it found: an output row moves with another row (eager)
+    assert not torch.allclose(module(fresh)[:2], module(fresh[:2]))
+
+
+def test_a_program_the_probe_cannot_run_is_not_probed_and_says_why(monkeypatch):
+    """Where no changed run goes through, the record stays None, with the reason lower() warns with (and `aotcuda
+    inspect` shows: tests/test_cli.py)."""
+    import aotcuda.lowering.batch_rows as batch_rows
+
+    x = torch.randn(3, 4)
+    ep = _exported(MIXED["centered"], 3)[0]
+
+    def failing(tree, row, how):  # inputs the program refuses (a static dim of another size): every changed run fails
+        return torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: t[..., :1].clone() if t.dim() > 1 else t, tree)
+
+    monkeypatch.setattr(batch_rows, "_changed", failing)
+    probe = batch_rows.probe_rows(ep, (x, torch.arange(3)), {})
+    assert probe.mixed is None and "failed on every changed example" in probe.not_probed
+    warning = batch_rows.not_probed_warning(probe.not_probed)
+    assert warning.startswith("aotcuda: ") and "unchecked" in warning and "--max-batch-size 1" in warning
+
+
+def _capacity_routing(m, x, ids):
+    """Top-1 routing of each row to one of two experts, each taking at most 2 rows, counted along dim 0 (cumsum): a
+    row over its expert's capacity is dropped, so whether a row is kept depends on the rows before it."""
+    gate = m.linear(x)[:, :2].argmax(-1)
+    onehot = torch.nn.functional.one_hot(gate, 2)
+    place = onehot.cumsum(0) * onehot
+    return x * ((place > 0) & (place <= 2)).any(-1, keepdim=True)
+
+
+THRESHOLDS = {
+    "capacity routing": _capacity_routing,
+    "a mix past a threshold": lambda m, x, ids: torch.where(x.abs().amax() > 10, x - x.mean(0), x),
+}
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("name", sorted(THRESHOLDS))
+def test_a_mix_that_only_some_values_or_rows_reach_is_found(name, seed):
+    """(review40b) The probe changed two rows, each by x*2+1 alone: a mix past a threshold (an amax over the batch
+    above 10) or a capacity counted along dim 0 (top-1 routing of 3 rows, 5 of 6 seeds) was recorded false and
+    batched. Up to four rows, each changed three ways (another row's values, x*2+1, x*1000), find them; what was
+    found is what eager does on fresh inputs: an output row moved by another row."""
+    torch.manual_seed(0)
+    model = Rows(THRESHOLDS[name]).eval()
+    torch.manual_seed(seed)
+    x = torch.randn(3, 4)
+    ep = before_compile(model, (x, torch.arange(3)), {}, ({0: Dim("batch", min=1, max=64)},) * 2)[0]
+    assert rows_mixed(ep, (x, torch.arange(3)), {}) is True
+
+
+def test_a_row_that_x_times_2_plus_1_leaves_as_it_is_is_still_changed():
+    """(review40b) A row of -1 is a fixed point of x*2+1: ``x - x[0:1]`` on rows of -1 was recorded false."""
+    x = torch.full((4, 4), -1.0)
+    ep = before_compile(Rows(lambda m, x, ids: x - x[0:1]), (x, torch.arange(4)), {},
+                        ({0: Dim("batch", min=1, max=64)},) * 2)[0]
+    assert rows_mixed(ep, (x, torch.arange(4)), {}) is True
+    fresh = torch.randn(3, 4)
+    assert not torch.allclose(ep.module()(fresh, torch.arange(3))[1:], ep.module()(fresh[1:], torch.arange(2)))
+
+
+class Tokens(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = torch.nn.Embedding(10, 4)
+
+    def forward(self, ids):
+        vectors = self.embedding(ids)
+        return vectors - vectors.mean(0, keepdim=True)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (4,)])
+def test_integer_inputs_whose_example_rows_are_alike(shape):
+    """(review40b) Token ids of one sentence repeated (``tokenizer(["hello"] * 4)``): the probe's change of an integer
+    row copied the next row, which changed nothing, and a program that mixes its rows was recorded false. A row of
+    several tokens is now also changed by rolling its own tokens (found); where no change changes any input (one token a
+    row), it is not probed (None), with why, never false."""
+    from aotcuda.lowering.batch_rows import probe_rows
+
+    ids = torch.full(shape, 3) if len(shape) == 1 else torch.tensor([[1, 2, 3]] * 4)
+    ep = before_compile(Tokens(), (ids,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
+    probe = probe_rows(ep, (ids,), {})
+    if len(shape) == 1:
+        assert probe.mixed is None and "every row of the example inputs is alike" in probe.not_probed
+    else:
+        assert probe.mixed is True
+    fresh = torch.randint(0, 10, (3, *shape[1:]))  # what eager does: a row's answer moves with the other rows
+    assert not torch.allclose(ep.module()(fresh)[:1], ep.module()(fresh[:1]))
+
+
+def test_the_probe_queues_no_seed_for_cudas_first_use():
+    """(review40b) torch.manual_seed, on a host where CUDA is not initialized, queues a seed of every CUDA generator
+    for CUDA's first use, which fork_rng does not undo: after lower(device="cpu"), the caller's first CUDA draw came
+    from the probe's seed 0, not from the caller's own (torch.cuda.manual_seed_all(123) before it was replaced)."""
+    tracker, queue = getattr(torch.cuda, "_lazy_seed_tracker", None), getattr(torch.cuda, "_queued_calls", None)
+    if tracker is None or queue is None or torch.cuda.is_initialized():
+        pytest.skip("no lazy CUDA seed queue to read in this torch, or CUDA is initialized")
+    ep, args = _exported(MIXED["centered"], 3)
+    before = (tracker.manual_seed_all_cb, tracker.manual_seed_cb, len(queue))
+    assert rows_mixed(ep, args, {}) is True
+    assert (tracker.manual_seed_all_cb, tracker.manual_seed_cb, len(queue)) == before
+
+
+def test_the_probe_can_be_switched_off_and_then_says_so(monkeypatch):
+    """The probe costs up to 15 eager forwards at lowering; AOTCUDA_BATCH_ROWS_PROBE=0 skips it: not probed (None),
+    with the reason lower() warns with, never a false record."""
+    from aotcuda.lowering.batch_rows import not_probed_warning, probe_rows
+
+    ep, args = _exported(MIXED["centered"], 3)
+    monkeypatch.setenv("AOTCUDA_BATCH_ROWS_PROBE", "0")
+    probe = probe_rows(ep, args, {})
+    assert probe.mixed is None and probe.not_probed == "AOTCUDA_BATCH_ROWS_PROBE=0"
+    assert "(AOTCUDA_BATCH_ROWS_PROBE=0); serving batches this program unchecked" in not_probed_warning(probe.not_probed)
+    monkeypatch.setenv("AOTCUDA_BATCH_ROWS_PROBE", "1")
+    assert probe_rows(ep, args, {}).mixed is True
+
+
+def test_lower_warns_once_and_records_why_where_the_rows_were_not_probed(tmp_path, monkeypatch):
+    """lower()'s side of a record that is None although serving would batch the shapes: one `aotcuda:` UserWarning
+    (batching it unchecked; serve it with --max-batch-size 1) and the reason in the signature; nothing said where the
+    probe ran. The compile is replaced by an empty package (the steps after it read the signature, not the code)."""
+    import warnings
+    import zipfile
+
+    import aotcuda
+    import aotcuda.lowering.pipeline as pipeline
+    from aotcuda.runtime.package import read_signature
+
+    def no_compile(ep, path, configs):
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("pkg/archive_format", "pt2")
+            archive.writestr("pkg/data/aotinductor/model/abc.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
+            archive.writestr("pkg/data/aotinductor/model/abc.wrapper.so", b"\x7fELF")
+            archive.writestr("pkg/data/aotinductor/model/abc.wrapper.cpp", "void run() { }\n")
+
+    class Centered(torch.nn.Module):
+        def forward(self, x):
+            return x - x.mean(0, keepdim=True)
+
+    monkeypatch.setattr(pipeline, "_compile", no_compile)
+
+    def lowered(probe: str):
+        monkeypatch.setenv("AOTCUDA_BATCH_ROWS_PROBE", probe)
+        path = tmp_path / f"centered{probe}.pt2"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            aotcuda.lower(Centered(), (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch", max=64)},), device="cpu",
+                          package_path=path)
+        said = [str(w.message) for w in caught if "was not probed" in str(w.message)]
+        return read_signature(str(path)), said
+
+    signature, said = lowered("0")
+    assert (signature["rows_mixed"], signature["rows_not_probed"]) == (None, "AOTCUDA_BATCH_ROWS_PROBE=0")
+    assert len(said) == 1 and said[0].startswith("aotcuda: ") and "--max-batch-size 1" in said[0]
+    signature, said = lowered("1")
+    assert signature["rows_mixed"] is True and "rows_not_probed" not in signature and said == []

@@ -342,3 +342,21 @@ def test_package_text_in_serving_refusals_stays_on_one_line():
     assert unchecked == {"mask": ["at m.py:8 hint: this package is verified"]}
     assert ranges["mask"][0].reason == "of x hint: forged too"
     assert IndexRange.from_json({"min": 0, "max": 3, "reason": "a\nb"}, None).reason == "a b"
+
+
+@pytest.mark.parametrize("record", ["yes", 1, "true", [True], {"x": 1}])
+def test_a_rows_mixed_record_that_is_not_a_bool_is_refused_when_the_package_is_read(record):
+    """(review40b) A package is outside input: parse_signature accepted rows_mixed "yes" or 1, and serving refuses
+    batching only for a JSON true, so such a package's program was batched whatever the record meant."""
+    import json
+
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import READ_VERSIONS, SIGNATURE_FORMAT, parse_signature
+
+    signature = {"format": SIGNATURE_FORMAT, "version": max(READ_VERSIONS), "inputs": [], "outputs": []}
+    for good in ({}, {"rows_mixed": None}, {"rows_mixed": True}, {"rows_mixed": False, "rows_not_probed": "why"}):
+        parse_signature(json.dumps({**signature, **good}).encode(), "sig.json", "p.pt2")
+    with pytest.raises(PackageError, match=r"rows_mixed is .*, not true, false or null"):
+        parse_signature(json.dumps({**signature, "rows_mixed": record}).encode(), "sig.json", "p.pt2")
+    with pytest.raises(PackageError, match="rows_not_probed is a"):
+        parse_signature(json.dumps({**signature, "rows_not_probed": [record]}).encode(), "sig.json", "p.pt2")

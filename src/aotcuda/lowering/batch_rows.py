@@ -6,7 +6,8 @@ which assumes that an output's row is computed from the same row of the inputs a
 alice's answer was computed from mallory's rows too, and told her their values (break40, 2026-12-07: ``x - x.mean(0)``
 answered alice's row [1, 2, 3] alone with zeros, and, batched with mallory's [100, 200, 300] with [-49.5, -99, -148.5],
 from which mallory's row follows). The shapes cannot tell, so the program is run on the example inputs, then with one
-row of every input changed (the first, then the last): an output whose other rows changed with it reads across rows.
+row of every input changed (up to four rows spread over the batch, each in three ways): an output whose other rows
+changed with it reads across rows.
 A probe sees the mixes the example's values reach; it only ever refuses batching, never allows what the other checks
 refuse, and a program it cannot run is recorded as not probed (None).
 """
@@ -14,10 +15,13 @@ refuse, and a program it cannot run is recorded as not probed (None).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
+
+from aotcuda.switches import flag
 
 logger = logging.getLogger("aotcuda")
 # What counts as a change of an output's row: more than rounding (a reduction's order), far less than the change made
@@ -35,11 +39,36 @@ _TF32_EPS = 2.0 ** -10
 
 def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
     """True when, along the dynamic dim 0 every input and output shares (the dim serving batches), an output's row
-    changed with another row of the inputs (their first row, then their last, changed in turn), False when
-    none did, None when not probed: the inputs do not share a dynamic dim 0, or the program did not run here."""
+    changed with another row of the inputs (up to _MOST_ROWS of their rows, each changed in _CHANGES' ways), False when
+    none did, None when not probed: the inputs do not share a dynamic dim 0, the program ran on no changed example,
+    no change changed an input (rows all alike), or AOTCUDA_BATCH_ROWS_PROBE=0 (probe_rows says which)."""
+    return probe_rows(ep, args, kwargs).mixed
+
+
+@dataclass(frozen=True)
+class RowsProbe:
+    """What the probe found: ``mixed`` as rows_mixed says, and, where it is None although serving would batch the
+    program's shapes, ``not_probed``: why (lower() warns with it, the signature keeps it for `aotcuda inspect`)."""
+
+    mixed: bool | None
+    not_probed: str | None = None
+
+
+def not_probed_warning(reason: str) -> str:
+    """lower()'s warning for a program whose rows were not probed: serving batches it unchecked."""
+    return (f"aotcuda: whether an output row depends on other rows of the batch dim was not probed ({reason}); "
+            "serving batches this program unchecked: if an output row may depend on other rows (a mean, a sum or an "
+            "attention over dim 0), serve it with --max-batch-size 1")
+
+
+def probe_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> RowsProbe:
+    """rows_mixed, with why not probed. A change that makes the program fail (an index out of range) skips that
+    change alone: the others still say what they see; not probed only where no change ran."""
     rows = _shared_rows(ep, args, kwargs)
     if rows is None:
-        return None
+        return RowsProbe(None)  # serving does not batch these shapes: nothing to probe or to say
+    if not flag("AOTCUDA_BATCH_ROWS_PROBE"):  # the probe's forwards cost too much on a large model
+        return RowsProbe(None, "AOTCUDA_BATCH_ROWS_PROBE=0")
     try:
         # each run from one seed, the caller's generators left as they were: a dropout or a torch.randn in forward
         # draws the same numbers in every run, so that only the changed row can change the outputs
@@ -47,22 +76,41 @@ def rows_mixed(ep: ExportedProgram, args: tuple, kwargs: dict) -> bool | None:
             module = ep.module()
             args, kwargs = _with_rows(*_as_the_program_takes(ep, args, kwargs), rows)
             rows = max(rows, 2)
-            torch.manual_seed(0)
+            _seed(0)
             base = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
             # a run that repeats itself exactly (the CPU's kernels) shows a change of any size beyond _RTOL; one that
             # does not (CUDA's atomics) is compared within its dtype's rounding, as rows of another batch size are
-            torch.manual_seed(0)
+            _seed(0)
             again = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
             exact = all(_equal(a, b) for a, b in zip(base, again))
-            for row in (0, rows - 1):
-                torch.manual_seed(0)
-                changed = pytree.tree_leaves(module(*_changed(args, row), **_changed(kwargs, row)))
-                if any(_other_rows_differ(a, b, row, rows, rounding=not exact) for a, b in zip(base, changed)):
-                    return True
-            return _rows_move_with_their_place(module, args, kwargs, base, rows)
+            failed = ran = 0
+            for row in _probed_rows(rows):
+                for how in _CHANGES:
+                    inputs = _changed((args, kwargs), row, how)
+                    if _alike(inputs, (args, kwargs)):
+                        continue  # a change that changed nothing (an integer row under "scale"): no run to spend
+                    _seed(0)
+                    try:
+                        changed = pytree.tree_leaves(module(*inputs[0], **inputs[1]))
+                    except Exception as exc:  # noqa: BLE001 - a change the program cannot take: the others can
+                        failed += 1
+                        logger.debug("aotcuda: the batch-rows probe's change %s of row %d failed (%s: %s)", how, row,
+                                     type(exc).__name__, exc)
+                        continue
+                    ran += 1
+                    if any(_other_rows_differ(a, b, row, rows, rounding=not exact) for a, b in zip(base, changed)):
+                        return RowsProbe(True)
+            if not ran and not failed:
+                return RowsProbe(None, "every row of the example inputs is alike (integer or bool rows of equal "
+                                       "values): no change of a row changed an input; lower it with example rows "
+                                       "that differ")
+            if not ran:
+                return RowsProbe(None, f"the program failed on every changed example ({failed} runs)")
+            return RowsProbe(_rows_move_with_their_place(module, args, kwargs, base, rows))
     except Exception as exc:  # noqa: BLE001 - a probe, not a check of the program: not run is "not probed"
         logger.debug("aotcuda: the batch-rows probe did not run (%s: %s)", type(exc).__name__, exc)
-        return None
+        return RowsProbe(None, f"the program did not run in eager on the example inputs: {type(exc).__name__}: "
+                               f"{str(exc)[:200]}")
 
 
 def _rows_move_with_their_place(module, args: tuple, kwargs: dict, base: list, rows: int) -> bool:
@@ -70,12 +118,12 @@ def _rows_move_with_their_place(module, args: tuple, kwargs: dict, base: list, r
     depends on its place or on how many rows there are (``x + torch.arange(x.shape[0])[:, None]``, ``x * len(x)``), which
     changing values cannot show. Not asked (False) of a program that draws random numbers (another seed changes its
     outputs: its draws land on other rows when the rows move), nor where the program takes no batch one row smaller."""
-    torch.manual_seed(1)
+    _seed(1)
     again = pytree.tree_leaves(module(*_copies(args), **_copies(kwargs)))
     if any(_other_rows_differ(a, b, None, rows) for a, b in zip(base, again)):
         return False
     fewer = pytree.tree_map_only(torch.Tensor, lambda t: t[1:].clone() if t.dim() else t, (args, kwargs))
-    torch.manual_seed(0)
+    _seed(0)
     try:
         moved = pytree.tree_leaves(module(*fewer[0], **fewer[1]))
     except Exception:  # noqa: BLE001 - a size below the batch dim's min: the value probes said what they saw
@@ -92,8 +140,19 @@ def _equal(a, b) -> bool:
     return True
 
 
+def _seed(seed: int) -> None:
+    """Seed the generators a run draws from: the CPU's, and CUDA's only where CUDA is initialized (fork_rng restores
+    those). Not torch.manual_seed: on a host where CUDA is not initialized it queues a seed of every CUDA generator for
+    CUDA's first use, which fork_rng does not undo: after lower(device="cpu"), the caller's first CUDA draw came from
+    seed 0 instead of their own seed."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        for device in _seeded_devices():
+            torch.cuda.default_generators[device].manual_seed(seed)
+
+
 def _seeded_devices() -> list[int]:
-    """The CUDA devices whose generators manual_seed sets, each restored after the probe; named, since fork_rng warns
+    """The CUDA devices whose generators _seed sets, each restored after the probe; named, since fork_rng warns
     where it must guess them on a host of several GPUs."""
     return list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
 
@@ -139,19 +198,51 @@ def _copies(tree):
     return pytree.tree_map_only(torch.Tensor, torch.Tensor.clone, tree)  # the program may write its inputs
 
 
-def _changed(tree, row: int):
-    """A copy with ``row`` of every input changed: a floating (or complex) one's each element moved (zeros too); an
-    integer or bool one's row replaced by the next row's values, which are as valid for it (an index, a mask, a
-    length) as its own, so that a program cannot fail on them."""
+# How a row is changed, in turn: first to another row's values (in the data's domain: a coordinate that indexes stays
+# in range, as an integer input's does), then each floating element doubled and moved by 1 (zeros too), then each
+# multiplied by 1000 (past a threshold: a mix only large values reach, torch.where(x.abs().amax() > 10, ...); and -1,
+# which x*2+1 leaves as it is). Each of up to _MOST_ROWS rows, spread over the batch: a mix that depends on which row
+# changes (a capacity of top-1 routing counted by cumsum along dim 0) is seen from more places.
+_CHANGES = ("copy", "affine", "scale")
+_MOST_ROWS = 4  # with _CHANGES: at most 12 changed runs, and 3 more (the base, again, one row fewer), ~3x the CPU
+# time of the two-row probe on a 6-layer transformer at (8, 128, 256); 8 rows (27 runs) cost ~5x (docs/reliability.md)
+
+
+def _probed_rows(rows: int) -> list[int]:
+    """Up to _MOST_ROWS of the example's rows, the first and the last among them, the others spread between."""
+    if rows <= _MOST_ROWS:
+        return list(range(rows))
+    return sorted({round(index * (rows - 1) / (_MOST_ROWS - 1)) for index in range(_MOST_ROWS)})
+
+
+def _changed(tree, row: int, how: str):
+    """A copy with ``row`` of every input changed ``how`` (_CHANGES): "copy", the row replaced by the next row's values
+    that differ from its own, which are as valid for it (an index, a mask, a length, a coordinate) as its own, so that
+    a program cannot fail on them; "affine", a floating (or complex) row's each element doubled and moved by 1, an
+    integer or bool row's own elements rolled by one along the last dim (equal rows, ``tokenizer(["hello"] * 4)``,
+    still change); "scale", a floating row multiplied by 1000 (an integer or bool one left as it is)."""
     def change(tensor: torch.Tensor) -> torch.Tensor:
         tensor = tensor.clone()
-        if tensor.dim() and (tensor.is_floating_point() or tensor.is_complex()):
-            tensor[row] = tensor[row] * 2 + 1
-        elif tensor.dim() and tensor.shape[0] > 1:
-            tensor[row] = tensor[(row + 1) % tensor.shape[0]].clone()
+        if not tensor.dim():
+            return tensor
+        if how != "copy" and (tensor.is_floating_point() or tensor.is_complex()):
+            tensor[row] = tensor[row] * 2 + 1 if how == "affine" else tensor[row] * 1000
+        elif how == "copy":
+            other = next((tensor[(row + step) % len(tensor)] for step in range(1, len(tensor))
+                          if not torch.equal(tensor[(row + step) % len(tensor)], tensor[row])), None)
+            if other is not None:
+                tensor[row] = other.clone()
+        elif how == "affine" and tensor.dim() > 1:
+            tensor[row] = tensor[row].roll(1, -1)  # its own values, as valid for it: tokens in another order
         return tensor
 
     return pytree.tree_map_only(torch.Tensor, change, tree)
+
+
+def _alike(tree, other) -> bool:
+    """Whether two trees of inputs hold equal tensors (a change that changed nothing)."""
+    return all(not isinstance(a, torch.Tensor) or torch.equal(a, b)
+               for a, b in zip(pytree.tree_leaves(tree), pytree.tree_leaves(other)))
 
 
 def _other_rows_differ(a, b, row: int | None, rows: int, rounding: bool = False) -> bool:

@@ -55,7 +55,7 @@ from aotcuda import standard_descriptors
 from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.archive_writer import ArchiveWriteError
-from aotcuda.lowering.batch_rows import rows_mixed
+from aotcuda.lowering.batch_rows import RowsProbe, not_probed_warning, probe_rows
 from aotcuda.lowering.compile_failures import check_room, compile_resource_failure, interrupt_behind, package_unwritten
 from aotcuda.lowering.cache_folders import check_cache_folders, check_temporary_folder
 from aotcuda.lowering.compiler_variables import check_compiler_variables
@@ -281,17 +281,20 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
                                                         module=model, returned_inputs=returned)
             # what this check found, with the model's lines, for `aotcuda inspect` (which has no program)
             state_written = state_written_in_place(ep)
+            # never run where it writes state (a program that does is never batched anyway)
+            rows = RowsProbe(None) if state_written else probe_rows(ep, args, kwargs)
             signature = {**signature, "kernels": kernels_record(missing, library),
                          "state_written": state_written, "data_dependent_sizes": data_dependent_sizes(ep),
-                         "tensor_sizes": tensor_sizes(ep),
-                         # never run where it writes state (a program that does is never batched anyway)
-                         "rows_mixed": None if state_written else rows_mixed(ep, args, kwargs)}
+                         "tensor_sizes": tensor_sizes(ep), "rows_mixed": rows.mixed,
+                         **({"rows_not_probed": rows.not_probed} if rows.not_probed else {})}
             _warn_if_signature_too_large(signature, path)
             write_signature(building, signature)
             if key is not None:  # last: the tag lists every entry as it is published
                 sign_package(building, key)
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
+    if rows.not_probed:  # serving would batch it unchecked: said once, here, not only in a debug log
+        warnings.warn(not_probed_warning(rows.not_probed), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results, key)
 
 

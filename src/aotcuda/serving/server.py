@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import ipaddress
+import logging
 import os
 import re
 import signal
@@ -202,12 +203,14 @@ def check_package(package_path: str, options: ServeOptions) -> str:
     specs = dict(zip(("inputs", "outputs"), specs_from_signature(signature, package_path)))  # PackageError if malformed
     _check_as_load_reads_it(signature, package_path)
     ranges, unchecked = index_records(signature, package_path)
-    serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path,
+    plan = serving_plan(specs["inputs"], specs["outputs"], options.max_batch_size, package_path,
                  allow_unbounded_outputs=options.allow_unbounded_outputs,
                  data_dependent_sizes=signature.get("data_dependent_sizes"), index_ranges=ranges,
                  index_unchecked=unchecked, allow_unchecked_indices=options.allow_unchecked_indices,
                  state_written=signature.get("state_written"),  # refuses batching a program that writes state
                  rows_mixed=signature.get("rows_mixed"))  # or mixes its rows
+    if options.max_batch_size > 1 and plan.batches and not isinstance(signature.get("rows_mixed"), bool):
+        logging.getLogger("aotcuda").warning(unprobed_rows_line(package_path, signature))
     _check_state_on_one_replica(signature.get("state_written"), options, package_path)
     tensor_size_records(signature.get("tensor_sizes"), package_path)  # as the replica reads it
     devices = {spec.device_type for spec in (*specs["inputs"], *specs["outputs"])}
@@ -293,6 +296,14 @@ def _check_cluster_gpus(needed: float) -> None:
     if needed > have:
         raise ServingConfigError(f"the replicas need {needed:g} GPU(s) in all, and the Ray cluster has {have:g}; "
                                  "serve fewer replicas, or run on a cluster with GPUs (this is a CUDA package)")
+
+
+def unprobed_rows_line(package_path: str, signature: dict) -> str:
+    """serve's one line for a package it batches whose rows lowering did not probe (lowering/batch_rows.py)."""
+    why = signature.get("rows_not_probed") if "rows_mixed" in signature else "lowered by an aotcuda without the probe"
+    return (f"aotcuda: batching {package_path!r} unchecked: whether an output row depends on other rows of the batch "
+            f"dim was not probed at lowering ({why[:300] if isinstance(why, str) else 'no reason recorded'}); if it may, "
+            "serve it with --max-batch-size 1")
 
 
 def replica_actor_options(package_path: str, options: ServeOptions) -> dict:
