@@ -2954,3 +2954,6 @@ def test_serve_says_once_that_it_batches_a_package_whose_rows_were_not_probed(tm
     [line] = said({})
     assert "lowered by an aotcuda without the probe" in line
     assert said({"rows_mixed": False}) == [] and said({"rows_mixed": None}, max_batch_size=1) == []
+    [line] = said({"rows_mixed": None, "rows_not_probed": "\x1b[2J\x1b[H\x1b[32mrows independent\x1b[0m\r" + "A" * 900})
+    assert "\x1b" not in line and "\r" not in line and "\\x1b[2J" in line, line  # review40d: escaped, as inspect does
+    assert "... (933 characters)" in line, line

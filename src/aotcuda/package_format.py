@@ -531,6 +531,13 @@ def check_rows_record(signature: dict, entry: str, path: str) -> None:
     if why is not None and not isinstance(why, str):
         raise PackageError(f"{path!r}: {entry}: rows_not_probed is a {type(why).__name__}, not a string; no package "
                            "aotcuda writes holds that, so it is damaged or hostile. Lower the model again")
+    if why is not None and len(why) > ROWS_REASON_CHARACTERS:
+        raise PackageError(f"{path!r}: {entry}: rows_not_probed is {len(why)} characters, more than the "
+                           f"{ROWS_REASON_CHARACTERS} aotcuda writes; the package is damaged or hostile. Lower the "
+                           "model again")
+
+
+ROWS_REASON_CHARACTERS = 1000  # lowering writes a sentence and up to 200 characters of an exception (batch_rows.py)
 
 
 # How much a signature may hold, counted before any expression is read: reading one costs up to ~15 ms (2,000

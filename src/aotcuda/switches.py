@@ -58,8 +58,8 @@ SWITCHES: dict[str, Switch] = {s.name: s for s in (
            "replicas check whatever it says (--allow-unchecked-indices is the deployer's choice there)",
            "at each load"),
     Switch("AOTCUDA_BATCH_ROWS_PROBE", True, "lower() runs the program in eager on its example inputs, with rows of "
-           "them changed (up to 15 forwards), to record whether an output row depends on other rows of the batch dim "
-           "(lowering/batch_rows.py; serving refuses batching where it does); off: not probed, lower() warns, and "
+           "them changed (up to 16 forwards on the CPU, 8 on CUDA), to record whether an output row depends on other "
+           "rows of the batch dim (lowering/batch_rows.py; serving refuses batching where it does); off: not probed, lower() warns, and "
            "serving batches the program unchecked (serve one that may mix rows with --max-batch-size 1)",
            "at each lower()"),
     # The H200's decode step (torch 2.11, decode.py, bound graph): the sibling products at batch 8 1186.3 µs

@@ -295,7 +295,7 @@ def test_the_probe_queues_no_seed_for_cudas_first_use():
 
 
 def test_the_probe_can_be_switched_off_and_then_says_so(monkeypatch):
-    """The probe costs up to 15 eager forwards at lowering; AOTCUDA_BATCH_ROWS_PROBE=0 skips it: not probed (None),
+    """The probe costs up to 16 eager forwards at lowering; AOTCUDA_BATCH_ROWS_PROBE=0 skips it: not probed (None),
     with the reason lower() warns with, never a false record."""
     from aotcuda.lowering.batch_rows import not_probed_warning, probe_rows
 
@@ -347,3 +347,122 @@ def test_lower_warns_once_and_records_why_where_the_rows_were_not_probed(tmp_pat
     assert len(said) == 1 and said[0].startswith("aotcuda: ") and "--max-batch-size 1" in said[0]
     signature, said = lowered("1")
     assert signature["rows_mixed"] is True and "rows_not_probed" not in signature and said == []
+
+
+def test_a_switch_value_that_is_no_flag_is_refused_before_the_compile(tmp_path, monkeypatch):
+    """(review40d) AOTCUDA_BATCH_ROWS_PROBE was first read after the compile, and a typo ('disabled') threw the
+    compile's minutes away with the package; it is read at lower()'s start now."""
+    import aotcuda
+    import aotcuda.lowering.pipeline as pipeline
+    from aotcuda.switches import SwitchError
+
+    compiles = []
+    monkeypatch.setattr(pipeline, "_compile", lambda *args: compiles.append(args))
+    monkeypatch.setenv("AOTCUDA_BATCH_ROWS_PROBE", "disabled")
+    with pytest.raises(SwitchError, match="AOTCUDA_BATCH_ROWS_PROBE"):
+        aotcuda.lower(Rows(MIXED["centered"]), (torch.randn(3, 4), torch.arange(3)), device="cpu",
+                      package_path=tmp_path / "m.pt2")
+    assert compiles == []
+
+
+class _NotRepeating(torch.nn.Module):
+    """A run that does not repeat itself bit for bit, as CUDA's atomics in bfloat16: one ulp up at a third of the
+    elements of ``x`` before ``body``, which third changing with each run (a Python counter, not torch's generator)."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body, self.runs = body, 0
+
+    def forward(self, x):
+        self.runs += 1
+        bits = x.view(torch.int16).clone()
+        bits += (torch.arange(x.numel()).reshape(x.shape) % 3 == self.runs % 3).to(torch.int16)
+        return self.body(bits.view(torch.bfloat16))
+
+
+def _not_repeating(ep, body):
+    real = ep.module
+    ep.module = lambda: _NotRepeating(lambda x: real()(x))
+    return ep
+
+
+def test_where_runs_do_not_repeat_a_count_dependence_is_still_found_and_an_integer_output_is_not_compared():
+    """(review40d) Where the same seed's runs differ by an ulp (CUDA's atomics), the probe's random-draw check compared
+    them at 1e-4 and took the ulp for random draws: x * len(x) was recorded false; and an argmax over a near tie, an
+    integer output that flips between such runs, had an honest classifier recorded as mixing rows."""
+    from aotcuda.lowering.batch_rows import probe_rows
+
+    class Count(torch.nn.Module):
+        def forward(self, x):
+            return x * x.shape[0]
+
+    class Head(torch.nn.Module):
+        def forward(self, logits):
+            return logits, logits.argmax(-1)
+
+    torch.manual_seed(0)
+    x = torch.randn(8, 16).bfloat16()
+    ep = before_compile(Count(), (x,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
+    assert probe_rows(_not_repeating(ep, None), (x,), {}).mixed is True
+    logits = torch.randn(8, 32).bfloat16()
+    top = int(logits[5].argmax())
+    logits[5, top - 1 if top else 1] = logits[5, top]  # row 5: two classes tie
+    ep = before_compile(Head(), (logits,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
+    assert probe_rows(_not_repeating(ep, None), (logits,), {}).mixed is False
+
+
+def test_a_program_whose_outputs_serving_would_not_batch_is_not_probed_and_not_warned_of():
+    """(review40d) ``x.sum(0)`` has no batch dim in its output, so serving refuses to batch it by its shapes; the probe
+    ran anyway (its record then hung on whether a static dim equalled the example's rows) and lower() warned, with the
+    probe off, that serving batches it unchecked."""
+    from aotcuda.lowering.batch_rows import probe_rows
+
+    class Pooled(torch.nn.Module):
+        def forward(self, x):
+            return x.sum(0)
+
+    for rows in (3, 4):
+        x = torch.randn(rows, 4)
+        ep = before_compile(Pooled(), (x,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
+        assert probe_rows(ep, (x,), {}) == probe_rows.__globals__["RowsProbe"](None)
+
+
+def test_a_whole_row_copy_keeps_every_input_of_one_example_row():
+    """(review40d) On CUDA an out-of-range index is a device-side assert that ends the process's CUDA context, not an
+    IndexError the probe skips: there the only change is a whole example row, the same row for every input, so that
+    every value stays in its domain and consistent with the others (a user id stays in the users' column)."""
+    from aotcuda.lowering.batch_rows import _IN_DOMAIN_CHANGES, _changed
+
+    assert _IN_DOMAIN_CHANGES == ("whole row",)
+    ids = torch.stack([torch.randint(0, 10_000, (6,)), torch.randint(0, 500, (6,))], -1)
+    lengths = torch.randint(1, 9, (6,))
+    lengths[2] = lengths[3]
+    for row in range(6):
+        changed_ids, changed_lengths = _changed((ids, lengths), row, "whole row")
+        rows = {(tuple(i.tolist()), int(n)) for i, n in zip(ids, lengths)}
+        assert {(tuple(i.tolist()), int(n)) for i, n in zip(changed_ids, changed_lengths)} <= rows
+        assert not torch.equal(changed_ids, ids) or not torch.equal(changed_lengths, lengths)
+
+
+@pytest.mark.cuda
+def test_on_cuda_the_probe_keeps_indices_in_range_and_cuda_usable():
+    """A recommender's ids (users in column 0, items in column 1): rolling a row put a user id into the items' table,
+    on CUDA a device-side assert; the probe must leave CUDA usable and still find a mix."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device; torch.cuda.is_available() is False here")
+    from aotcuda.lowering.batch_rows import probe_rows
+
+    class Recommender(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.users, self.items = torch.nn.Embedding(10_000, 8), torch.nn.Embedding(500, 8)
+
+        def forward(self, ids):
+            score = (self.users(ids[:, 0]) * self.items(ids[:, 1])).sum(-1)
+            return score - score.mean()
+
+    ids = torch.stack([torch.randint(0, 10_000, (6,)), torch.randint(0, 500, (6,))], -1).cuda()
+    ep = before_compile(Recommender().cuda(), (ids,), {}, ({0: Dim("batch", min=1, max=64)},))[0]
+    assert probe_rows(ep, (ids,), {}).mixed is True
+    torch.cuda.synchronize()
+    assert float(torch.ones(2, device="cuda").sum()) == 2.0

@@ -360,3 +360,5 @@ def test_a_rows_mixed_record_that_is_not_a_bool_is_refused_when_the_package_is_r
         parse_signature(json.dumps({**signature, "rows_mixed": record}).encode(), "sig.json", "p.pt2")
     with pytest.raises(PackageError, match="rows_not_probed is a"):
         parse_signature(json.dumps({**signature, "rows_not_probed": [record]}).encode(), "sig.json", "p.pt2")
+    with pytest.raises(PackageError, match="rows_not_probed is 50000 characters"):  # review40d: 50 KB was read
+        parse_signature(json.dumps({**signature, "rows_not_probed": "A" * 50_000}).encode(), "sig.json", "p.pt2")

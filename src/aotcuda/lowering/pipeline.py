@@ -52,7 +52,7 @@ import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
 from aotcuda import standard_descriptors
-from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
+from aotcuda.errors import MissingFallbackKernelsError, PackageError, clipped, quoted
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.archive_writer import ArchiveWriteError
 from aotcuda.lowering.batch_rows import RowsProbe, not_probed_warning, probe_rows
@@ -87,7 +87,7 @@ from aotcuda.lowering.scalar_constants import (note_subgraph_constants_left, sca
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
-from aotcuda.package_format import lists_a_package, write_signature
+from aotcuda.package_format import ROWS_REASON_CHARACTERS, lists_a_package, write_signature
 from aotcuda.package_tags import refuse_shared_folder, sign_package
 from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
@@ -97,6 +97,7 @@ from aotcuda.regular_files import open_regular
 from aotcuda.runtime import named_tuples
 from aotcuda.runtime.libraries import mark_owned, marked_owner_gone, remove_folders
 from aotcuda.runtime.package import proxy_executor_ops
+from aotcuda.switches import flag
 
 STEPS = ("to device", "export", "decompose", "passes", "compile", "check")
 
@@ -225,6 +226,7 @@ def lower(
     """
     standard_descriptors.fill_closed()  # a closed 0-2: no file of torch's or Inductor's takes its number
     check_options(allow_fallbacks, inductor_configs, progress)  # before any work: "False" is true
+    flag("AOTCUDA_BATCH_ROWS_PROBE")  # read again after the compile: a value that is no flag is said before it
     key = signing_key_of(signing_key)  # a key file others may read is said before the minutes of compile
     device = target_device(device)
     if package_path is not None:
@@ -286,7 +288,8 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
             signature = {**signature, "kernels": kernels_record(missing, library),
                          "state_written": state_written, "data_dependent_sizes": data_dependent_sizes(ep),
                          "tensor_sizes": tensor_sizes(ep), "rows_mixed": rows.mixed,
-                         **({"rows_not_probed": rows.not_probed} if rows.not_probed else {})}
+                         **({"rows_not_probed": clipped(rows.not_probed, ROWS_REASON_CHARACTERS - 40)}
+                            if rows.not_probed else {})}
             _warn_if_signature_too_large(signature, path)
             write_signature(building, signature)
             if key is not None:  # last: the tag lists every entry as it is published
