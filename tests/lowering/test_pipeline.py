@@ -335,6 +335,32 @@ def test_a_complex_clone_inductor_keeps_is_known_before_compiling_as_a_proxy_exe
         ("aten::clone (proxy executor)", ["clone_2"], True)]
 
 
+class ComplexBilinearWithAMovedTable(torch.nn.Module):
+    """ComplexBilinear beside a complex table moved with .to(device) (an ``aten._assert_tensor_metadata`` of complex
+    values) and unsqueezed: as the RoPE table of transformers' DeepSeek-V2 is."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(3, 4, 5, dtype=torch.complex64))
+
+    def forward(self, x1, x2, f):
+        y = torch.nn.functional.bilinear(torch.view_as_complex(x1), torch.view_as_complex(x2), self.w)
+        return torch.view_as_real(y), torch.view_as_real(torch.view_as_complex(f).to(x1.device).unsqueeze(0))
+
+
+def test_a_complex_metadata_check_is_no_proxy_executor_op():
+    """The compile of this program with allow_fallbacks=True (checked by hand, torch 2.13 CPU) calls ``aten::unsqueeze``
+    through the proxy executor and nothing for ``_assert_tensor_metadata`` (listed after it as a complex node no call
+    was traced to); the prediction before the compile named both as proxy-executor ops (CI, 2026-12-07)."""
+    from aotcuda.lowering.pipeline import before_compile
+    from aotcuda.lowering.proxy_ops import proxy_executor_kernels
+
+    program = before_compile(ComplexBilinearWithAMovedTable(), (torch.randn(2, 4, 2), torch.randn(2, 5, 2),
+                                                                torch.randn(3, 2))).program
+    assert [(k.name, k.nodes) for k in proxy_executor_kernels(program, "cpu")] == [
+        ("aten::unsqueeze (proxy executor)", ["unsqueeze"])]
+
+
 def test_a_complex_bilinear_lowered_with_its_fallbacks_calls_the_kernels_known_before(tmp_path):
     """The compile's own list (the generated code's calls, then the complex nodes no call was traced to) is what
     lower() refuses before compiling without allow_fallbacks; the package matches eager."""
