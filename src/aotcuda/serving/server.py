@@ -307,9 +307,12 @@ def unprobed_rows_line(package_path: str, signature: dict) -> str:
 
 
 def _escaped(text: str, limit: int = 300) -> str:
-    """A package's text as serve's log writes it: cut, and every control character escaped (review40d: a
-    rows_not_probed of ESC sequences cleared the deployer's terminal and wrote a line of its own)."""
-    return clipped(text, limit).encode("unicode_escape").decode("ascii")
+    """A package's text as serve's log writes it: cut, and its control characters escaped as the CLI escapes a
+    package's text (review40d: a rows_not_probed of ESC sequences cleared the deployer's terminal and wrote a line of
+    its own)."""
+    from aotcuda.cli import terminal_safe  # as command.py: the CLI's one escape, imported where serve speaks
+
+    return terminal_safe(clipped(text, limit))
 
 
 def replica_actor_options(package_path: str, options: ServeOptions) -> dict:
