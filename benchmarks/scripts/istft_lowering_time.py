@@ -35,28 +35,16 @@ user's own run: export 18.9 s, decompose 37.6 s, passes 4.4 s, compile 189.1 s.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import tempfile
 import time
 
 import torch
 from torch.export import Dim
 
-
-class Denoiser(torch.nn.Module):
-    """STFT -> learned magnitude mask -> ISTFT (the new user's, without istft's length=: see docs/ops.md)."""
-
-    def __init__(self, n_fft=512, hop=128):
-        super().__init__()
-        self.n_fft, self.hop = n_fft, hop
-        self.register_buffer("window", torch.hann_window(n_fft))
-        bins = n_fft // 2 + 1
-        self.net = torch.nn.Sequential(torch.nn.Linear(bins, 64), torch.nn.ReLU(), torch.nn.Linear(64, bins),
-                                       torch.nn.Sigmoid())
-
-    def forward(self, wav):
-        spec = torch.stft(wav, self.n_fft, self.hop, window=self.window, return_complex=True)
-        mask = self.net(spec.abs().transpose(1, 2)).transpose(1, 2)
-        return torch.istft(spec * mask, self.n_fft, self.hop, window=self.window)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))  # tests.models
+from tests.models.denoiser import Denoiser  # noqa: E402
 
 
 def torch_decomposition_only() -> None:

@@ -15,6 +15,7 @@ from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.decompositions import decomposition_table
 from aotcuda.lowering.overlap_add import UNFOLD_BACKWARD, needs_expanding
 from aotcuda.lowering.pipeline import before_compile
+from tests.models.denoiser import Denoiser
 
 aten = torch.ops.aten
 
@@ -73,28 +74,11 @@ def test_the_decomposed_program_of_a_broadcast_grad_has_no_loop_and_eagers_value
         assert relative_error(ep.module()(grad), model(grad)) <= 1e-5
 
 
-class Denoiser(torch.nn.Module):
-    """STFT -> a learned magnitude mask -> iSTFT (benchmarks/scripts/istft_lowering_time.py's, a smaller window)."""
-
-    def __init__(self, n_fft=64, hop=16):
-        super().__init__()
-        self.n_fft, self.hop = n_fft, hop
-        self.register_buffer("window", torch.hann_window(n_fft))
-        bins = n_fft // 2 + 1
-        self.net = torch.nn.Sequential(torch.nn.Linear(bins, 8), torch.nn.ReLU(), torch.nn.Linear(8, bins),
-                                       torch.nn.Sigmoid())
-
-    def forward(self, wav):
-        spec = torch.stft(wav, self.n_fft, self.hop, window=self.window, return_complex=True)
-        mask = self.net(spec.abs().transpose(1, 2)).transpose(1, 2)
-        return torch.istft(spec * mask, self.n_fft, self.hop, window=self.window)
-
-
 def test_an_istft_over_dynamic_dims_reaches_inductor_small_and_with_eagers_values():
     """torch 2.13's loop over the 64 offsets left 589 nodes here (4,173 at n_fft 512); expanded first, the program
     lower() gives Inductor has 86, at any n_fft."""
     torch.manual_seed(0)
-    model = Denoiser().eval()
+    model = Denoiser(n_fft=64, hop=16, hidden=8).eval()
     shapes = {"wav": {0: Dim("batch", min=1, max=8), 1: 16 * Dim("frames", min=8, max=500)}}
     ep = before_compile(model, (torch.randn(2, 16 * 40),), None, shapes).program
     nodes = len(ep.graph.nodes)
