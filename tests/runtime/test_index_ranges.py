@@ -386,6 +386,27 @@ def test_dim_names_that_are_not_strings_are_a_package_error(case):
             IndexRangeChecks_from(_signature(dim_names=BAD_DIM_NAMES[case]))
 
 
+def test_a_dim_name_too_long_to_show_in_every_expression_is_a_package_error():
+    """Found by break41: every expression naming a symbol is shown with its Dim name in its place (the specs' user_expr,
+    made at load, inspect and serve's check), so the name's length multiplied with the symbol's uses: a 3.6 MB package
+    whose dim name was 2 MiB, used 499 times in one output dim's expression (2,000 characters), took 1 GB more memory
+    at load; a signature's expressions may name a symbol 32,000 times. A name longer than any Dim's is refused as the
+    signature is read, before a spec is built."""
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import parse_signature
+
+    signature = _signature(dim_names={"s27": "seq" * (1 << 18)})
+    signature["outputs"] = [{"name": "out", "dtype": "float32", "device": "cpu",
+                             "shape": [{"expr": "s27" + "+s27-s27" * 249, "min": 2, "max": 512}]}]
+    with pytest.raises(PackageError, match=r"dim_names gives 's27' a name of 786,432 characters, more than the 256 a "
+                                           r"Dim name may have"):
+        parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+    from aotcuda.package_format import MAX_DIM_NAME_CHARS
+
+    kept = _signature(dim_names={"s27": "q" * MAX_DIM_NAME_CHARS})  # a name of the longest length still reads
+    assert parse_signature(json.dumps(kept).encode(), "aotcuda/signature.json", "x.pt2")["dim_names"] == kept["dim_names"]
+
+
 @pytest.mark.parametrize("shape_min", [1e999, -1e999])
 def test_an_overflowing_shape_bound_is_a_package_error(shape_min):
     from types import SimpleNamespace

@@ -22,7 +22,8 @@ from torch.utils._sympy.value_ranges import bound_sympy
 from aotcuda.errors import DynamicShapesError
 from aotcuda.lowering.float_sizes import integer_form
 from aotcuda.lowering.index_ranges import index_ranges, is_integer_node, merge_ranges, unchecked_inputs
-from aotcuda.package_format import SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value
+from aotcuda.package_format import (MAX_DIM_NAME_CHARS, SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION,
+                                     plain_value)
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 from aotcuda.runtime.keywords import leaf_names, output_leaf_names
 from aotcuda.runtime.returned_inputs import differing_fields, view_of_input
@@ -509,7 +510,8 @@ def dim_names(ep) -> dict[str, str]:
                 for source in getattr(shape_env, "var_to_sources", {}).get(symbol, []):
                     key = source.name() if callable(source.name) else source.name  # a property on torch 2.13
                     name = key if isinstance(source, ConstantSource) else debug_names.get(key)
-                    if isinstance(name, str) and name.isidentifier():
+                    # a name past the package format's bound (a load would refuse it) keeps torch's symbol
+                    if isinstance(name, str) and name.isidentifier() and len(name) <= MAX_DIM_NAME_CHARS:
                         names[str(symbol)] = name
                         break
     return names
