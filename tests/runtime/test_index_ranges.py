@@ -407,6 +407,22 @@ def test_a_dim_name_too_long_to_show_in_every_expression_is_a_package_error():
     assert parse_signature(json.dumps(kept).encode(), "aotcuda/signature.json", "x.pt2")["dim_names"] == kept["dim_names"]
 
 
+def test_a_long_reason_is_cut_before_each_refusal_quotes_it():
+    """Found by break41: every refusal quotes its range's reason, which the package writes and its symbols are named
+    in (dim_names): a reason of 5.7 MB naming s23 1.9 million times, under a Dim name of 256 characters, made each
+    refusal's message 488 MB (a load and one refused call: 1.7 GB peak). The reason is cut to MAX_REASON_CHARS,
+    before and after its symbols are named."""
+    signature = _signature(bound=15, dim_names={"s27": "q" * 256})
+    signature["inputs"][0]["index_ranges"][0]["reason"] = "a gather at model.py:3: " + "s27 " * 100_000
+    checks = IndexRangeChecks_from(signature)
+    with pytest.raises(InputError, match=r"holds 99 at \(1, 5\), outside \[0, 15\], the values it may hold as the "
+                                         r"index of a gather at model\.py:3: q{256} q{256}") as refused:
+        ids = torch.full((2, 64), 3)
+        ids[1, 5] = 99
+        checks.check([ids], {"s27": 64})
+    assert len(str(refused.value)) < 1500, len(str(refused.value))  # MAX_REASON_CHARS (1,000) and the words around
+
+
 @pytest.mark.parametrize("shape_min", [1e999, -1e999])
 def test_an_overflowing_shape_bound_is_a_package_error(shape_min):
     from types import SimpleNamespace
