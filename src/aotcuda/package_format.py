@@ -180,7 +180,7 @@ import tempfile
 import zipfile
 from typing import BinaryIO
 
-from aotcuda.errors import PackageChangedError, PackageError, clipped
+from aotcuda.errors import PackageChangedError, PackageError, clipped, terminal_safe
 from aotcuda.os_errors import cannot_read
 from aotcuda.regular_files import NotARegularFileError, file_version, names_file, open_regular
 
@@ -798,6 +798,7 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                         f"{path!r}: {entry}: {field} expr {text} is not a shape expression: {exc}. Nothing of it "
                         "was run; the package is damaged or hostile, lower the model again") from exc
     check_dim_names(signature, entry, path)
+    check_forward_arg_names(signature, entry, path)
 
 
 # The longest Dim name a signature may hold. Why: every expression that names a symbol is shown with the symbol's Dim
@@ -826,6 +827,33 @@ def check_dim_names(signature: dict, entry: str, path: str) -> None:
                            f"characters, more than the {MAX_DIM_NAME_CHARS} a Dim name may have (each expression "
                            "naming the symbol is shown with the name in its place, so its length multiplies with "
                            "them); the package is damaged or hostile, lower the model again")
+    _check_names_printable(list(names.values()), "dim_names", entry, path)
+
+
+def check_forward_arg_names(signature: dict, entry: str, path: str) -> None:
+    """Refuse (PackageError) a ``forward_arg_names`` that is not a list of printable names of at most
+    ``MAX_DIM_NAME_CHARS``: messages quote them (what a call takes), as Dim names are."""
+    arg_names = signature.get("forward_arg_names")
+    if arg_names is not None:
+        if not isinstance(arg_names, list) or not all(isinstance(name, str) and len(name) <= MAX_DIM_NAME_CHARS
+                                                      for name in arg_names):
+            raise PackageError(f"{path!r}: {entry}: forward_arg_names {clipped(repr(arg_names), 80)} is not a list of "
+                               f"names of at most {MAX_DIM_NAME_CHARS} characters; the package is damaged or hostile, "
+                               "lower the model again")
+        _check_names_printable(arg_names, "forward_arg_names", entry, path)
+
+
+def _check_names_printable(names: list[str], field: str, entry: str, path: str) -> None:
+    """PackageError for a name holding a control or format character (an ESC sequence, a newline, a bidi override):
+    lowering writes identifiers (Dim names, forward's parameter names), and messages quote these names as they are,
+    in an error a Python traceback, a served client's terminal or a log prints (break41: a Dim name of
+    ESC [ 31 m ... U+202E recoloured and reordered every refusal naming its dim)."""
+    for name in names:
+        if terminal_safe(name) != name:
+            raise PackageError(f"{path!r}: {entry}: {field} holds {clipped(repr(name), 80)}, a name with a control or "
+                               "format character, which no name lowering writes holds (printed, it could recolour, "
+                               "hide or reorder a message's text); the package is damaged or hostile, lower the "
+                               "model again")
 
 
 def signature_bytes(signature: dict) -> bytes:

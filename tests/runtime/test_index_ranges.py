@@ -423,6 +423,44 @@ def test_a_long_reason_is_cut_before_each_refusal_quotes_it():
     assert len(str(refused.value)) < 1500, len(str(refused.value))  # MAX_REASON_CHARS (1,000) and the words around
 
 
+HOSTILE_TEXT = "\x1b[31mred\x1b]0;title\x07\u202e"  # a colour, a terminal title, a bidi override
+
+
+@pytest.mark.parametrize("field", ["dim_names", "forward_arg_names"])
+def test_a_name_with_control_characters_is_a_package_error(field):
+    """Found by break41: messages quote a package's Dim names and forward's argument names as they are (`exported range
+    [0, 64] of <name>`, `takes 2 positional argument(s) (<names>)`), and a Python traceback or a served client's
+    terminal prints them so: a name of ESC sequences recoloured, retitled and reordered every refusal naming it.
+    Lowering writes identifiers there, so such a name (or one past MAX_DIM_NAME_CHARS) is refused as the signature is
+    read."""
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import parse_signature
+
+    signature = _signature()
+    signature[field] = {"s27": "seq" + HOSTILE_TEXT} if field == "dim_names" else ["ids" + HOSTILE_TEXT]
+    with pytest.raises(PackageError, match=rf"signature\.json: {field} holds .*, a name with a control or format "
+                                           "character"):
+        parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+    if field == "forward_arg_names":
+        signature[field] = ["x" * 100_000]
+        with pytest.raises(PackageError, match="forward_arg_names .* is not a list of names of at most 256"):
+            parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+
+
+def test_a_reason_with_control_characters_is_quoted_escaped():
+    """The row above's kind, for a range's reason (free text: the op and the user's source line): every refusal
+    quotes it, escaped (errors.terminal_safe), as the CLI shows a package's text."""
+    signature = _signature(bound=15)
+    signature["inputs"][0]["index_ranges"][0]["reason"] = "a gather at model.py:3" + HOSTILE_TEXT
+    ids = torch.full((2, 64), 3)
+    ids[1, 5] = 99
+    with pytest.raises(InputError) as refused:
+        IndexRangeChecks_from(signature).check([ids], {"s27": 64})
+    message = str(refused.value)
+    assert "a gather at model.py:3\\x1b[31mred\\x1b]0;title\\x07\\u202e" in message, message
+    assert not any(char in message for char in "\x1b\x07\u202e"), repr(message)
+
+
 @pytest.mark.parametrize("shape_min", [1e999, -1e999])
 def test_an_overflowing_shape_bound_is_a_package_error(shape_min):
     from types import SimpleNamespace

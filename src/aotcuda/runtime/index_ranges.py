@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import InputError, PackageError, clipped, one_line
+from aotcuda.errors import InputError, PackageError, clipped, one_line, terminal_safe
 from aotcuda.runtime.checks import evaluate_dim
 from aotcuda.runtime.specs import DimSpec, under_dim_names
 from aotcuda.runtime.shape_expressions import shape_expression
@@ -51,7 +51,8 @@ class IndexRange:
         # newline (a reason's own would print a line of the package's choosing under `aotcuda run`). Cut before and
         # after its symbols are named (break41): every refusal quotes it, and a reason of 5.7 MB naming s23 1.9
         # million times, each under a Dim name of 256 characters, made each refusal's message 488 MB (1.7 GB peak)
-        reason = one_line(clipped(reason, MAX_REASON_CHARS)) if isinstance(reason, str) else ""
+        # Escaped too (errors.terminal_safe): a Python traceback and a served client's terminal print it as it is
+        reason = terminal_safe(one_line(clipped(reason, MAX_REASON_CHARS))) if isinstance(reason, str) else ""
         return cls(_bound(entry.get("min")), _bound(entry.get("max")),
                    clipped(under_dim_names(reason, dim_names), MAX_REASON_CHARS), _part(entry.get("part")),
                    entry.get("item") is True)
