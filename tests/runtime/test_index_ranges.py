@@ -461,6 +461,22 @@ def test_a_reason_with_control_characters_is_quoted_escaped():
     assert not any(char in message for char in "\x1b\x07\u202e"), repr(message)
 
 
+def test_why_a_range_was_narrowed_is_quoted_escaped():
+    """The rows above' kind, for a dim's "narrowed" (free text: why lowering narrowed the range), which a refusal of a
+    size quotes: one line, escaped."""
+    from aotcuda.runtime.checks import check_inputs
+    from aotcuda.runtime.specs import specs_from_signature
+
+    signature = _signature()
+    signature["inputs"][0]["shape"][1]["narrowed"] = "torch.export's 0/1 rule" + HOSTILE_TEXT + "\nerror: forged"
+    inputs, _ = specs_from_signature(signature, "x.pt2")
+    with pytest.raises(InputError, match="which lowering narrowed from the range it was asked") as refused:
+        check_inputs([torch.zeros(2, 600, dtype=torch.long)], inputs, ["ids"], torch.device("cpu"), 1)
+    message = str(refused.value)
+    assert "rule\\x1b[31mred\\x1b]0;title\\x07\\u202e error: forged" in message, message
+    assert not any(char in message for char in "\x1b\x07\u202e\n"), repr(message)
+
+
 @pytest.mark.parametrize("shape_min", [1e999, -1e999])
 def test_an_overflowing_shape_bound_is_a_package_error(shape_min):
     from types import SimpleNamespace
