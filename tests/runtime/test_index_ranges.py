@@ -477,6 +477,22 @@ def test_why_a_range_was_narrowed_is_quoted_escaped():
     assert not any(char in message for char in "\x1b\x07\u202e\n"), repr(message)
 
 
+def test_the_note_on_an_unchecked_index_quotes_its_lines_escaped():
+    """The rows above' kind, for the signature's "index_unchecked" lines, which the note on the generated code's own
+    bounds check quotes (a Python traceback prints notes as they are)."""
+    from types import SimpleNamespace
+
+    from aotcuda.errors import RuntimeCallError
+    from aotcuda.runtime.program import Program
+
+    error = RuntimeCallError("index out of bounds: 0 <= tmp2 < 16L")
+    held = SimpleNamespace(index_unchecked={"mask": ["input 'mask' reaches aten.cumsum" + HOSTILE_TEXT + "\nforged"]})
+    Program._said_unchecked_index(held, error)
+    (note,) = error.__notes__
+    assert "aten.cumsum\\x1b[31mred\\x1b]0;title\\x07\\u202e\\nforged" in note, note
+    assert not any(char in note for char in "\x1b\x07\u202e\n"), repr(note)
+
+
 @pytest.mark.parametrize("shape_min", [1e999, -1e999])
 def test_an_overflowing_shape_bound_is_a_package_error(shape_min):
     from types import SimpleNamespace
