@@ -493,6 +493,22 @@ def test_the_note_on_an_unchecked_index_quotes_its_lines_escaped():
     assert not any(char in note for char in "\x1b\x07\u202e\n"), repr(note)
 
 
+def test_an_output_name_is_quoted_escaped_in_a_buffer_refusal():
+    """The rows above' kind, found by the same sweep: a caller's output buffer of the wrong shape or dtype was refused
+    naming the package's output name raw (``output buffer #0 (<name>) has shape ...``)."""
+    from aotcuda.errors import OutputError
+    from aotcuda.runtime.checks import check_caller_outputs
+    from aotcuda.runtime.specs import specs_from_signature
+
+    signature = _signature()
+    signature["outputs"] = [{"name": "out" + HOSTILE_TEXT, "dtype": "float32", "device": "cpu", "shape": [2, 4]}]
+    _, outputs = specs_from_signature(signature, "x.pt2")
+    for buffer in (torch.empty(2, 2), torch.empty(2, 4, dtype=torch.float64)):
+        with pytest.raises(OutputError, match=r"output buffer #0 \(out\\x1b\[31mred") as refused:
+            check_caller_outputs([buffer], outputs, {}, torch.device("cpu"), 1)
+        assert not any(char in str(refused.value) for char in "\x1b\x07\u202e"), repr(str(refused.value))
+
+
 @pytest.mark.parametrize("shape_min", [1e999, -1e999])
 def test_an_overflowing_shape_bound_is_a_package_error(shape_min):
     from types import SimpleNamespace
