@@ -346,7 +346,7 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, 
         signature["forward_parameters"] = parameters
     call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
     arg_names = getattr(call_signature, "forward_arg_names", None)
-    if arg_names:
+    if arg_names and all(len(str(name)) <= MAX_DIM_NAME_CHARS for name in arg_names):  # else load refuses them
         signature["forward_arg_names"] = [str(name) for name in arg_names]
     if call_signature is not None:
         types = {t["type"]: t for spec in (call_signature.in_spec, call_signature.out_spec) for t in recorded_types(spec)}
