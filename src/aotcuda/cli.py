@@ -35,7 +35,6 @@ import sys
 import tempfile
 import threading
 import traceback
-import unicodedata
 import warnings
 
 import click
@@ -49,7 +48,7 @@ from rich.text import Text
 from aotcuda import standard_descriptors
 from aotcuda.cli_inputs import call_factory, dynamic_shapes_from, inputs_to_save, load_inputs, model_and_inputs
 from aotcuda.cli_paths import ExistingFile
-from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, clipped
+from aotcuda.errors import AotcudaError, DynamicShapesError, InputError, PackageError, clipped, terminal_safe
 from aotcuda.interrupt_forwarding import interrupt_descendants_in_group
 from aotcuda.os_errors import os_errno, write_failure_advice
 from aotcuda.package_tags import KEY_FILE_HELP, key_file_path, signing_key
@@ -1550,14 +1549,6 @@ def _scalar_value_text(value, names) -> str:
 
 # CSI sequences (colours, cursor moves: ESC [ params final) and other two-character ESC sequences.
 ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
-
-
-def terminal_safe(text) -> str:
-    """Text from a package (names, metadata, file names) as it may reach a terminal: control and format
-    characters (ESC sequences, carriage returns, bidi overrides) written as escapes like \\x1b, so that a
-    package cannot move the cursor, recolour, or hide text."""
-    return "".join(char if char == " " or unicodedata.category(char)[0] not in "CZ" else
-                   char.encode("unicode_escape").decode("ascii") for char in str(text))
 
 
 def shown(text) -> str:

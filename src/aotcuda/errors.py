@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 
@@ -36,6 +37,15 @@ def names_quoted(names, most: int = 5, limit: int = 80) -> str:
     names = list(names)
     more = f", ... ({len(names) - most:,} more)" if len(names) > most else ""
     return "[" + ", ".join(quoted(name, limit) for name in names[:most]) + more + "]"
+
+
+def terminal_safe(text) -> str:
+    """Outside text (a package's names and metadata, a request's, a server's answer) as it may reach a terminal or a
+    log: control and format characters (ESC sequences, newlines, carriage returns, bidi overrides) written as escapes
+    like \\x1b, so that the text cannot move the cursor, recolour, hide text or write a line of its own. The one escape
+    of the CLI, the client and the replicas' log."""
+    return "".join(char if char == " " or unicodedata.category(char)[0] not in "CZ" else
+                   char.encode("unicode_escape").decode("ascii") for char in str(text))
 
 
 def one_line(text) -> str:

@@ -15,7 +15,8 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
      "inputs":  [TensorSpec, ...],      # in the container's (flattened) input order
      "outputs": [TensorSpec, ...],      # in the container's output order
      "dim_names": {"s27": "seq"},       # the Dim name the caller gave each input symbol (optional):
-                                        # errors and `aotcuda inspect` say "seq", not "s27"
+                                        # errors and `aotcuda inspect` say "seq", not "s27"; a name
+                                        # has at most MAX_DIM_NAME_CHARS (256) characters
      "forward_arg_names": ["x", ...],   # forward's argument names, positional first (optional; torch's
                                         # ModuleCallSignature.forward_arg_names): lets a Program take a
                                         # positional argument by keyword, p(x=t), as ep.module() does
@@ -179,7 +180,7 @@ import tempfile
 import zipfile
 from typing import BinaryIO
 
-from aotcuda.errors import PackageChangedError, PackageError, clipped
+from aotcuda.errors import PackageChangedError, PackageError, clipped, terminal_safe
 from aotcuda.os_errors import cannot_read
 from aotcuda.regular_files import NotARegularFileError, file_version, names_file, open_regular
 
@@ -762,7 +763,7 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
     """Refuse (PackageError naming the package, the entry and the field) every symbolic dim and every
     expression bound of an input's ``index_ranges`` of the signature whose expression ``read`` refuses (ShapeExpressionError): by default the grammar (module
     docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0)).
-    A ``dim_names`` that is not {str: str} is refused too."""
+    A ``dim_names`` that is not {str: str}, or holds a name over MAX_DIM_NAME_CHARS, is refused too."""
     for kind in ("inputs", "outputs"):
         specs = signature.get(kind)
         for index, spec in enumerate(specs if isinstance(specs, list) else ()):
@@ -797,10 +798,20 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                         f"{path!r}: {entry}: {field} expr {text} is not a shape expression: {exc}. Nothing of it "
                         "was run; the package is damaged or hostile, lower the model again") from exc
     check_dim_names(signature, entry, path)
+    check_forward_arg_names(signature, entry, path)
+
+
+# The longest Dim name a signature may hold. Why: every expression that names a symbol is shown with the symbol's Dim
+# name in its place (specs.under_dim_names, at load, inspect and serve's check), so a name's length multiplies with
+# the symbol's uses: a 3.6 MB package whose one dim name was 2 MiB, used 499 times in one output dim's expression,
+# took 1 GB more memory at load (break41; the expressions' 128 KiB could name it 32,000 times: 200 GB). A user's
+# name is a Python identifier or an input's path (`feats['x']_1`), a few dozen characters.
+MAX_DIM_NAME_CHARS = 256
 
 
 def check_dim_names(signature: dict, entry: str, path: str) -> None:
-    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings."""
+    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings, or holds a name longer
+    than ``MAX_DIM_NAME_CHARS``."""
     names = signature.get("dim_names")
     if names is None:
         return
@@ -810,6 +821,39 @@ def check_dim_names(signature: dict, entry: str, path: str) -> None:
         shown = shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
         raise PackageError(f"{path!r}: {entry}: dim_names {shown} is not an object of size symbols to Dim names "
                            "(strings); the package is damaged or hostile, lower the model again")
+    symbol, name = max(names.items(), key=lambda item: len(item[1]), default=("", ""))
+    if len(name) > MAX_DIM_NAME_CHARS:
+        raise PackageError(f"{path!r}: {entry}: dim_names gives {clipped(repr(symbol), 40)} a name of {len(name):,} "
+                           f"characters, more than the {MAX_DIM_NAME_CHARS} a Dim name may have (each expression "
+                           "naming the symbol is shown with the name in its place, so its length multiplies with "
+                           "them); the package is damaged or hostile, lower the model again")
+    _check_names_printable(list(names.values()), "dim_names", entry, path)
+
+
+def check_forward_arg_names(signature: dict, entry: str, path: str) -> None:
+    """Refuse (PackageError) a ``forward_arg_names`` that is not a list of printable names of at most
+    ``MAX_DIM_NAME_CHARS``: messages quote them (what a call takes), as Dim names are."""
+    arg_names = signature.get("forward_arg_names")
+    if arg_names is not None:
+        if not isinstance(arg_names, list) or not all(isinstance(name, str) and len(name) <= MAX_DIM_NAME_CHARS
+                                                      for name in arg_names):
+            raise PackageError(f"{path!r}: {entry}: forward_arg_names {clipped(repr(arg_names), 80)} is not a list of "
+                               f"names of at most {MAX_DIM_NAME_CHARS} characters; the package is damaged or hostile, "
+                               "lower the model again")
+        _check_names_printable(arg_names, "forward_arg_names", entry, path)
+
+
+def _check_names_printable(names: list[str], field: str, entry: str, path: str) -> None:
+    """PackageError for a name holding a control or format character (an ESC sequence, a newline, a bidi override):
+    lowering writes identifiers (Dim names, forward's parameter names), and messages quote these names as they are,
+    in an error a Python traceback, a served client's terminal or a log prints (break41: a Dim name of
+    ESC [ 31 m ... U+202E recoloured and reordered every refusal naming its dim)."""
+    for name in names:
+        if terminal_safe(name) != name:
+            raise PackageError(f"{path!r}: {entry}: {field} holds {clipped(repr(name), 80)}, a name with a control or "
+                               "format character, which no name lowering writes holds (printed, it could recolour, "
+                               "hide or reorder a message's text); the package is damaged or hostile, lower the "
+                               "model again")
 
 
 def signature_bytes(signature: dict) -> bytes:

@@ -386,6 +386,129 @@ def test_dim_names_that_are_not_strings_are_a_package_error(case):
             IndexRangeChecks_from(_signature(dim_names=BAD_DIM_NAMES[case]))
 
 
+def test_a_dim_name_too_long_to_show_in_every_expression_is_a_package_error():
+    """Found by break41: every expression naming a symbol is shown with its Dim name in its place (the specs' user_expr,
+    made at load, inspect and serve's check), so the name's length multiplied with the symbol's uses: a 3.6 MB package
+    whose dim name was 2 MiB, used 499 times in one output dim's expression (2,000 characters), took 1 GB more memory
+    at load; a signature's expressions may name a symbol 32,000 times. A name longer than any Dim's is refused as the
+    signature is read, before a spec is built."""
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import parse_signature
+
+    signature = _signature(dim_names={"s27": "seq" * (1 << 18)})
+    signature["outputs"] = [{"name": "out", "dtype": "float32", "device": "cpu",
+                             "shape": [{"expr": "s27" + "+s27-s27" * 249, "min": 2, "max": 512}]}]
+    with pytest.raises(PackageError, match=r"dim_names gives 's27' a name of 786,432 characters, more than the 256 a "
+                                           r"Dim name may have"):
+        parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+    from aotcuda.package_format import MAX_DIM_NAME_CHARS
+
+    kept = _signature(dim_names={"s27": "q" * MAX_DIM_NAME_CHARS})  # a name of the longest length still reads
+    assert parse_signature(json.dumps(kept).encode(), "aotcuda/signature.json", "x.pt2")["dim_names"] == kept["dim_names"]
+
+
+def test_a_long_reason_is_cut_before_each_refusal_quotes_it():
+    """Found by break41: every refusal quotes its range's reason, which the package writes and its symbols are named
+    in (dim_names): a reason of 5.7 MB naming s23 1.9 million times, under a Dim name of 256 characters, made each
+    refusal's message 488 MB (a load and one refused call: 1.7 GB peak). The reason is cut to MAX_REASON_CHARS,
+    before and after its symbols are named."""
+    signature = _signature(bound=15, dim_names={"s27": "q" * 256})
+    signature["inputs"][0]["index_ranges"][0]["reason"] = "a gather at model.py:3: " + "s27 " * 100_000
+    checks = IndexRangeChecks_from(signature)
+    with pytest.raises(InputError, match=r"holds 99 at \(1, 5\), outside \[0, 15\], the values it may hold as the "
+                                         r"index of a gather at model\.py:3: q{256} q{256}") as refused:
+        ids = torch.full((2, 64), 3)
+        ids[1, 5] = 99
+        checks.check([ids], {"s27": 64})
+    assert len(str(refused.value)) < 1500, len(str(refused.value))  # MAX_REASON_CHARS (1,000) and the words around
+
+
+HOSTILE_TEXT = "\x1b[31mred\x1b]0;title\x07\u202e"  # a colour, a terminal title, a bidi override
+
+
+@pytest.mark.parametrize("field", ["dim_names", "forward_arg_names"])
+def test_a_name_with_control_characters_is_a_package_error(field):
+    """Found by break41: messages quote a package's Dim names and forward's argument names as they are (`exported range
+    [0, 64] of <name>`, `takes 2 positional argument(s) (<names>)`), and a Python traceback or a served client's
+    terminal prints them so: a name of ESC sequences recoloured, retitled and reordered every refusal naming it.
+    Lowering writes identifiers there, so such a name (or one past MAX_DIM_NAME_CHARS) is refused as the signature is
+    read."""
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import parse_signature
+
+    signature = _signature()
+    signature[field] = {"s27": "seq" + HOSTILE_TEXT} if field == "dim_names" else ["ids" + HOSTILE_TEXT]
+    with pytest.raises(PackageError, match=rf"signature\.json: {field} holds .*, a name with a control or format "
+                                           "character"):
+        parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+    if field == "forward_arg_names":
+        signature[field] = ["x" * 100_000]
+        with pytest.raises(PackageError, match="forward_arg_names .* is not a list of names of at most 256"):
+            parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+
+
+def test_a_reason_with_control_characters_is_quoted_escaped():
+    """The row above's kind, for a range's reason (free text: the op and the user's source line): every refusal
+    quotes it, escaped (errors.terminal_safe), as the CLI shows a package's text."""
+    signature = _signature(bound=15)
+    signature["inputs"][0]["index_ranges"][0]["reason"] = "a gather at model.py:3" + HOSTILE_TEXT
+    ids = torch.full((2, 64), 3)
+    ids[1, 5] = 99
+    with pytest.raises(InputError) as refused:
+        IndexRangeChecks_from(signature).check([ids], {"s27": 64})
+    message = str(refused.value)
+    assert "a gather at model.py:3\\x1b[31mred\\x1b]0;title\\x07\\u202e" in message, message
+    assert not any(char in message for char in "\x1b\x07\u202e"), repr(message)
+
+
+def test_why_a_range_was_narrowed_is_quoted_escaped():
+    """The rows above' kind, for a dim's "narrowed" (free text: why lowering narrowed the range), which a refusal of a
+    size quotes: one line, escaped."""
+    from aotcuda.runtime.checks import check_inputs
+    from aotcuda.runtime.specs import specs_from_signature
+
+    signature = _signature()
+    signature["inputs"][0]["shape"][1]["narrowed"] = "torch.export's 0/1 rule" + HOSTILE_TEXT + "\nerror: forged"
+    inputs, _ = specs_from_signature(signature, "x.pt2")
+    with pytest.raises(InputError, match="which lowering narrowed from the range it was asked") as refused:
+        check_inputs([torch.zeros(2, 600, dtype=torch.long)], inputs, ["ids"], torch.device("cpu"), 1)
+    message = str(refused.value)
+    assert "rule\\x1b[31mred\\x1b]0;title\\x07\\u202e error: forged" in message, message
+    assert not any(char in message for char in "\x1b\x07\u202e\n"), repr(message)
+
+
+def test_the_note_on_an_unchecked_index_quotes_its_lines_escaped():
+    """The rows above' kind, for the signature's "index_unchecked" lines, which the note on the generated code's own
+    bounds check quotes (a Python traceback prints notes as they are)."""
+    from types import SimpleNamespace
+
+    from aotcuda.errors import RuntimeCallError
+    from aotcuda.runtime.program import Program
+
+    error = RuntimeCallError("index out of bounds: 0 <= tmp2 < 16L")
+    held = SimpleNamespace(index_unchecked={"mask": ["input 'mask' reaches aten.cumsum" + HOSTILE_TEXT + "\nforged"]})
+    Program._said_unchecked_index(held, error)
+    (note,) = error.__notes__
+    assert "aten.cumsum\\x1b[31mred\\x1b]0;title\\x07\\u202e\\nforged" in note, note
+    assert not any(char in note for char in "\x1b\x07\u202e\n"), repr(note)
+
+
+def test_an_output_name_is_quoted_escaped_in_a_buffer_refusal():
+    """The rows above' kind, found by the same sweep: a caller's output buffer of the wrong shape or dtype was refused
+    naming the package's output name raw (``output buffer #0 (<name>) has shape ...``)."""
+    from aotcuda.errors import OutputError
+    from aotcuda.runtime.checks import check_caller_outputs
+    from aotcuda.runtime.specs import specs_from_signature
+
+    signature = _signature()
+    signature["outputs"] = [{"name": "out" + HOSTILE_TEXT, "dtype": "float32", "device": "cpu", "shape": [2, 4]}]
+    _, outputs = specs_from_signature(signature, "x.pt2")
+    for buffer in (torch.empty(2, 2), torch.empty(2, 4, dtype=torch.float64)):
+        with pytest.raises(OutputError, match=r"output buffer #0 \(out\\x1b\[31mred") as refused:
+            check_caller_outputs([buffer], outputs, {}, torch.device("cpu"), 1)
+        assert not any(char in str(refused.value) for char in "\x1b\x07\u202e"), repr(str(refused.value))
+
+
 @pytest.mark.parametrize("shape_min", [1e999, -1e999])
 def test_an_overflowing_shape_bound_is_a_package_error(shape_min):
     from types import SimpleNamespace

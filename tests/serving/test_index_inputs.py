@@ -226,3 +226,37 @@ def test_no_answer_of_a_replica_shows_a_path_of_the_server():
     assert answer.body == (b"RuntimeCallError: run failed in <a path on the server> (at <a path on the server>:6)")
     kept = _error_response(aotcuda.InputError("x / 2 of application/octet-stream at /predict"), 400)
     assert kept.body == b"x / 2 of application/octet-stream at /predict"  # a ratio, a media type, a route: kept
+
+
+def test_a_request_writes_no_control_character_into_the_replica_log():
+    """Found by break41: safetensors' refusal quotes a request's dtype raw (``unknown variant `...` ``), and an error
+    holding something like a path is logged whole by the replica ("said in full"): a body whose dtype was
+    ``"\\x1b]0;...\\x07\\n(ServeReplica) INFO fake line /etc/x"`` wrote a terminal's escape sequence and a line of its
+    own choosing into the replica's log, from any client. The log gets the text with control characters escaped."""
+    import json
+    import logging
+    import struct
+
+    from aotcuda.serving.codec import RequestError, decode_inputs
+    from aotcuda.serving.deployment import _error_response
+
+    forged = "\x1b]0;owned\x07\x1b[2J\n(ServeReplica:app) INFO forged line /etc/x \u202e"
+    header = json.dumps({"x": {"dtype": forged, "shape": [0, 8], "data_offsets": [0, 0]},
+                         "ids": {"dtype": "I64", "shape": [0], "data_offsets": [0, 0]}}).encode()
+    with pytest.raises(RequestError) as caught:
+        decode_inputs(struct.pack("<Q", len(header)) + header, ["x", "ids"], 1 << 20)
+    logged = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: logged.append(record.getMessage())
+    logger = logging.getLogger("ray.serve")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        answer = _error_response(caught.value, 400)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert answer.status_code == 400 and len(logged) == 1, logged
+    assert not any(char in logged[0] for char in "\x1b\x07\n\u202e"), repr(logged[0])
+    assert "\\x1b]0;owned\\x07" in logged[0] and "/etc/x" in logged[0], logged[0]  # escaped, and whole

@@ -22,7 +22,8 @@ from torch.utils._sympy.value_ranges import bound_sympy
 from aotcuda.errors import DynamicShapesError
 from aotcuda.lowering.float_sizes import integer_form
 from aotcuda.lowering.index_ranges import index_ranges, is_integer_node, merge_ranges, unchecked_inputs
-from aotcuda.package_format import SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value
+from aotcuda.package_format import (MAX_DIM_NAME_CHARS, SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION,
+                                     plain_value)
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 from aotcuda.runtime.keywords import leaf_names, output_leaf_names
 from aotcuda.runtime.returned_inputs import differing_fields, view_of_input
@@ -345,7 +346,7 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, 
         signature["forward_parameters"] = parameters
     call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
     arg_names = getattr(call_signature, "forward_arg_names", None)
-    if arg_names:
+    if arg_names and all(len(str(name)) <= MAX_DIM_NAME_CHARS for name in arg_names):  # else load refuses them
         signature["forward_arg_names"] = [str(name) for name in arg_names]
     if call_signature is not None:
         types = {t["type"]: t for spec in (call_signature.in_spec, call_signature.out_spec) for t in recorded_types(spec)}
@@ -509,7 +510,8 @@ def dim_names(ep) -> dict[str, str]:
                 for source in getattr(shape_env, "var_to_sources", {}).get(symbol, []):
                     key = source.name() if callable(source.name) else source.name  # a property on torch 2.13
                     name = key if isinstance(source, ConstantSource) else debug_names.get(key)
-                    if isinstance(name, str) and name.isidentifier():
+                    # a name past the package format's bound (a load would refuse it) keeps torch's symbol
+                    if isinstance(name, str) and name.isidentifier() and len(name) <= MAX_DIM_NAME_CHARS:
                         names[str(symbol)] = name
                         break
     return names

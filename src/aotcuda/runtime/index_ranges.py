@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import InputError, PackageError, one_line
+from aotcuda.errors import InputError, PackageError, clipped, one_line, terminal_safe
 from aotcuda.runtime.checks import evaluate_dim
 from aotcuda.runtime.specs import DimSpec, under_dim_names
 from aotcuda.runtime.shape_expressions import shape_expression
@@ -48,10 +48,14 @@ class IndexRange:
             raise ValueError(f"an index range is a JSON object, got {type(entry).__name__}")
         reason = entry.get("reason", "")
         # one line whatever the package wrote: the reason is quoted in InputErrors, and an error prints a line per
-        # newline (a reason's own would print a line of the package's choosing under `aotcuda run`)
-        reason = one_line(reason) if isinstance(reason, str) else ""
-        return cls(_bound(entry.get("min")), _bound(entry.get("max")), under_dim_names(reason, dim_names),
-                   _part(entry.get("part")), entry.get("item") is True)
+        # newline (a reason's own would print a line of the package's choosing under `aotcuda run`). Cut before and
+        # after its symbols are named (break41): every refusal quotes it, and a reason of 5.7 MB naming s23 1.9
+        # million times, each under a Dim name of 256 characters, made each refusal's message 488 MB (1.7 GB peak)
+        # Escaped too (errors.terminal_safe): a Python traceback and a served client's terminal print it as it is
+        reason = terminal_safe(one_line(clipped(reason, MAX_REASON_CHARS))) if isinstance(reason, str) else ""
+        return cls(_bound(entry.get("min")), _bound(entry.get("max")),
+                   clipped(under_dim_names(reason, dim_names), MAX_REASON_CHARS), _part(entry.get("part")),
+                   entry.get("item") is True)
 
     def evaluate(self, bindings: dict[str, int], label: str = "the input") -> tuple[int | None, int | None]:
         """(low, high) for this call's sizes; None for a side that is not checked (null in the signature).
@@ -68,6 +72,9 @@ def _bound(bound) -> int | DimSpec | None:
         return DimSpec(expr=bound["expr"])
     raise ValueError(f"an index bound is an int, {{'expr': ...}} or null, got {bound!r}")
 
+
+# The most characters of a range's reason kept (the op, what it indexes, the user's line: about 100 to 300)
+MAX_REASON_CHARS = 1000
 
 # a part's steps as lowering writes them (aotcuda.lowering.index_ranges._part_step): the kind, then its ints
 _STEP_SIZES = {"select": 3, "slice": 5, "narrow": 4}

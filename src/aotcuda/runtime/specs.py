@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import PackageError, clipped
+from aotcuda.errors import PackageError, clipped, one_line, terminal_safe
 from aotcuda.package_format import SCALAR_OUTPUT_DTYPES
 from aotcuda.runtime.shape_expressions import shape_expression
 
@@ -89,7 +89,9 @@ class DimSpec:
                              "'min' and 'max'")
         named = under_dim_names(dim["expr"], dim_names)
         return cls(expr=dim["expr"], min=low or 0, max=high, user_expr=named if named != dim["expr"] else None,
-                   narrowed=None if narrowed is None else clipped(narrowed, NARROWED_CHARS),
+                   # one line, escaped: a refusal of a size quotes it (break41: raw, a package's ESC sequences and
+                   # newlines reached a traceback and a served client's terminal)
+                   narrowed=None if narrowed is None else terminal_safe(one_line(clipped(narrowed, NARROWED_CHARS))),
                    narrowed_bounds=None if bounds is None else tuple(bounds))
 
     @property

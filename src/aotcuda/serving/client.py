@@ -34,7 +34,7 @@ import urllib.parse
 
 import torch
 
-from aotcuda.errors import AotcudaError
+from aotcuda.errors import AotcudaError, terminal_safe
 from aotcuda.serving.body import ERROR_HEADER
 
 __all__ = ["Client", "ServingError"]
@@ -390,11 +390,10 @@ def _cut_text(text: str, limit: int = 200) -> str:
 
 def _terminal_safe(text: str) -> str:
     """A server's text as a ServingError's message shows it: control and format characters (ESC sequences, carriage
-    returns, bidi overrides) written as escapes like \\x1b, as cli.terminal_safe writes a package's text. Shown raw, a
-    hostile server's 400 put ``ESC ] 52`` (a terminal's clipboard write), a screen clear and hidden text into the
-    message, which a traceback prints as it is (breaker-serving)."""
-    return "".join(char if char == " " or unicodedata.category(char)[0] not in "CZ" else
-                   char.encode("unicode_escape").decode("ascii") for char in text)
+    returns, bidi overrides) written as escapes like \\x1b (errors.terminal_safe, as the CLI writes a package's text).
+    Shown raw, a hostile server's 400 put ``ESC ] 52`` (a terminal's clipboard write), a screen clear and hidden text
+    into the message, which a traceback prints as it is (breaker-serving)."""
+    return terminal_safe(text)
 
 
 def _read_error_answer(response) -> bytes:

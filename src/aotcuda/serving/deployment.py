@@ -55,7 +55,7 @@ except ModuleNotFoundError as error:  # pragma: no cover - the error message is 
     raise ModuleNotFoundError("aotcuda.serving needs Ray Serve: pip install 'aotcuda[serve]' (from a clone: "
                               "pip install -e '.[serve]')", name=error.name) from error
 
-from aotcuda.errors import AotcudaError, InputError
+from aotcuda.errors import AotcudaError, InputError, terminal_safe
 from aotcuda.package_tags import key_file_path
 from aotcuda.runtime.bool_bytes import bool_positions, check_bool_bytes
 from aotcuda.runtime.checks import check_inputs
@@ -481,14 +481,17 @@ def _error_response(error: Exception, status: int, prefix: str = "") -> Response
     1.44 MB 400), and what a client sent must not decide how much the server writes back. A client reads what
     concerns its request, not the deployer's host: the error's ``client_text`` where it has one (an index range's
     op without the lowering host's file, line and source), and no absolute path (the package's, a temporary
-    folder's, a source file's); the whole message goes to the replica's log."""
+    folder's, a source file's); the whole message goes to the replica's log, its control characters escaped
+    (errors.terminal_safe): it may quote the request (safetensors' refusal quotes a dtype as sent), and a request's
+    ESC sequences and newlines wrote into the log, lines of its own included (break41)."""
     headers = {ERROR_HEADER: type(error).__name__}
     if isinstance(error, BusyError):  # nothing of the request ran: the client may send it again
         headers["Retry-After"] = str(RETRY_AFTER_S)
     text = prefix + (getattr(error, "client_text", None) or str(error))
     public = without_server_paths(text)
     if public != prefix + str(error):
-        _log.info("answered %d to a request, said in full: %s", status, shown(prefix + str(error), MAX_ERROR_CHARS))
+        _log.info("answered %d to a request, said in full: %s", status,
+                  terminal_safe(shown(prefix + str(error), MAX_ERROR_CHARS)))
     return PlainTextResponse(shown(public, MAX_ERROR_CHARS), status_code=status, headers=headers)
 
 
