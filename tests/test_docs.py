@@ -167,3 +167,58 @@ def test_serving_docs_first_example_serves_what_its_client_sends():
                 assert int(low) <= size <= int(high), f"{input_name} dim {index}: {size} outside [{low}, {high}]"
             else:
                 assert size == example_size, f"{input_name} {shape}: the package takes {expected} at dim {index}"
+
+
+TEST_CITATION = re.compile(r"((?:tests/)?[\w/]*test_\w*\.py)?::(test_\w+)|(?<![\w/])((?:tests/)?[\w/]*test_\w*\.py)")
+
+
+def cited_tests_that_do_not_exist(pages) -> list[str]:
+    """Each test file (`tests/runtime/test_x.py`, `test_x.py`) and test (`test_x.py::test_y`) a page cites in code, where
+    it is not in tests/. A bare `::test_y` is a test of the file cited last before it on that line (the line's first
+    one where none comes before)."""
+    tests = ROOT / "tests"
+    files = [path.relative_to(tests).as_posix() for path in tests.rglob("*.py")]
+    sources: dict[str, str] = {}
+
+    def defined(name: str, ref: str) -> bool:
+        ref = ref.removeprefix("tests/")
+        matches = [f for f in files if f == ref or f.endswith("/" + ref)]
+        for file in matches:
+            sources.setdefault(file, (tests / file).read_text())
+        return any(re.search(rf"^\s*(?:async\s+)?def {name}\(", sources[file], re.M) for file in matches)
+
+    missing = []
+    for page in pages:
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            citations = list(TEST_CITATION.finditer(" ".join(re.findall(r"`([^`]+)`", line))))
+            files_cited = [m.group(1) or m.group(3) for m in citations if m.group(1) or m.group(3)]
+            current = files_cited[0] if files_cited else None
+            for citation in citations:
+                current = citation.group(1) or citation.group(3) or current
+                if current is None:
+                    missing.append(f"{page.name}:{number}: ::{citation.group(2)} names no file")
+                elif citation.group(2) is None:
+                    ref = current.removeprefix("tests/")
+                    if not any(f == ref or f.endswith("/" + ref) for f in files):
+                        missing.append(f"{page.name}:{number}: no test file {current}")
+                elif not defined(citation.group(2), current):
+                    missing.append(f"{page.name}:{number}: {current}::{citation.group(2)} is not defined there")
+    return missing
+
+
+def test_every_test_the_docs_cite_exists():
+    """docs/reliability.md's tests column is where a reader goes to see a claim checked: a new user's trial found three
+    citations of tests renamed or living in another file than the one the row named."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert cited_tests_that_do_not_exist(pages) == []
+
+
+def test_the_citation_check_sees_a_renamed_test(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("| row | `tests/test_docs.py::test_no_such_test`, `::test_every_test_the_docs_cite_exists` |\n"
+                    "| row | `::test_the_citation_check_sees_a_renamed_test` before `test_docs.py` |\n"
+                    "| row | `tests/no_such_dir/test_nothing.py` |\n")
+    assert cited_tests_that_do_not_exist([page]) == [
+        "page.md:1: tests/test_docs.py::test_no_such_test is not defined there",
+        "page.md:3: no test file tests/no_such_dir/test_nothing.py",
+    ]
