@@ -222,3 +222,19 @@ def test_the_citation_check_sees_a_renamed_test(tmp_path):
         "page.md:1: tests/test_docs.py::test_no_such_test is not defined there",
         "page.md:3: no test file tests/no_such_dir/test_nothing.py",
     ]
+
+
+def test_usage_md_shows_lowers_signature():
+    """docs/usage.md opens with lower()'s signature: it lacked signing_key= (added to lower() later)."""
+    import ast
+    import inspect
+
+    import aotcuda
+
+    text = (ROOT / "docs" / "usage.md").read_text()
+    shown = re.search(r"^```python\n(lower\(.*?\)) -> LoweredProgram\n```", text, re.S | re.M).group(1)
+    call = ast.parse(shown.replace("*, ", "").replace("\n", " ")).body[0].value
+    documented = [(arg.id, None) for arg in call.args] + [(k.arg, ast.literal_eval(k.value)) for k in call.keywords]
+    actual = [(name, None if p.default is inspect.Parameter.empty else p.default)
+              for name, p in inspect.signature(aotcuda.lower).parameters.items()]
+    assert documented == actual
