@@ -125,6 +125,16 @@ def test_models_doc_example_imports_what_it_uses():
     assert undefined_names("x = torch.ones(2)\n") == {"torch"}
 
 
+def test_models_doc_transformers_example_defines_what_it_uses():
+    """docs/models.md's "Lowering a transformers / diffusers model" example used a `config` it never made: a reader
+    who copied it got a NameError before anything lowered (a new user's trial; run with device="cpu", it lowers and
+    matches eager)."""
+    text = (ROOT / "docs" / "models.md").read_text()
+    example = next(block for block in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+                   if "LlamaForCausalLM(config)" in block)
+    assert undefined_names(example) == set()
+
+
 def test_the_readme_names_every_serve_option():
     """The README's CLI block names each option of `aotcuda serve` (a new user found the --allow-* flags only in
     docs/serving.md)."""
