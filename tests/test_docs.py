@@ -31,6 +31,23 @@ def test_readme_demo_synopsis_matches_demo_help():
             assert f"{param.opts[-1]} {param.default}" in line, f"README shows another default for {param.opts[-1]}"
 
 
+def test_readme_synopses_name_every_option():
+    """Each command's README line names each of its options (by a long or short name): a new user's trial found
+    `lower --allow-fallbacks` and `inspect --json` only in --help. --signing-key-file is named once, by sign's line,
+    for the commands it lists."""
+    shared = synopsis("sign")
+    for name, command in main.commands.items():
+        line = synopsis(name)
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.name == "help":
+                continue
+            if param.name == "signing_key_file" and name != "sign":
+                assert f" {name}," in shared or f" {name} " in shared, f"sign's line does not say that {name} takes it"
+                continue
+            assert any(re.search(rf"{re.escape(opt)}\b", line) for opt in param.opts), \
+                f"README's `aotcuda {name}` line lacks {param.opts[-1]}"
+
+
 def test_lower_help_shows_the_dynamic_format_of_the_docs():
     dynamic = next(p for p in main.commands["lower"].params if p.name == "dynamic")
     assert dynamic.metavar == "NAME:DIM:MIN:MAX[:SYMBOL[*N]]"
