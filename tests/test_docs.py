@@ -265,3 +265,15 @@ def test_usage_md_shows_lowers_signature():
     actual = [(name, None if p.default is inspect.Parameter.empty else p.default)
               for name, p in inspect.signature(aotcuda.lower).parameters.items()]
     assert documented == actual
+
+
+def test_usage_md_names_every_field_of_lowered_program():
+    """docs/usage.md's list of LoweredProgram's fields lacked pass_results and signing_key."""
+    import dataclasses
+
+    from aotcuda import LoweredProgram
+
+    text = " ".join((ROOT / "docs" / "usage.md").read_text().split())
+    listed = text[text.index("`LoweredProgram` fields:"):].split(". ")[0]
+    names = [f.name for f in dataclasses.fields(LoweredProgram)] + ["runs_in_aotcuda_runtime", "load"]
+    assert [name for name in names if f"`{name}" not in listed and f"`.{name}" not in listed] == []
