@@ -986,7 +986,7 @@ def _calls_forward(program, kwargs: dict) -> bool:
     return parameters is not None and set(kwargs) <= {parameter.get("name") for parameter in parameters}
 
 
-@main.command()
+@main.command(short_help="Run PACKAGE on saved inputs; show its outputs.")
 @click.argument("package", type=ExistingFile())
 @click.option("--inputs", "inputs_path", required=True, type=ExistingFile(),
               help="a torch.save file: a tuple of positional arguments, a dict by name, or "
