@@ -31,6 +31,23 @@ def test_readme_demo_synopsis_matches_demo_help():
             assert f"{param.opts[-1]} {param.default}" in line, f"README shows another default for {param.opts[-1]}"
 
 
+def test_readme_synopses_name_every_option():
+    """Each command's README line names each of its options (by a long or short name): a new user's trial found
+    `lower --allow-fallbacks` and `inspect --json` only in --help. --signing-key-file is named once, by sign's line,
+    for the commands it lists."""
+    shared = synopsis("sign")
+    for name, command in main.commands.items():
+        line = synopsis(name)
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.name == "help":
+                continue
+            if param.name == "signing_key_file" and name != "sign":
+                assert f" {name}," in shared or f" {name} " in shared, f"sign's line does not say that {name} takes it"
+                continue
+            assert any(re.search(rf"{re.escape(opt)}\b", line) for opt in param.opts), \
+                f"README's `aotcuda {name}` line lacks {param.opts[-1]}"
+
+
 def test_lower_help_shows_the_dynamic_format_of_the_docs():
     dynamic = next(p for p in main.commands["lower"].params if p.name == "dynamic")
     assert dynamic.metavar == "NAME:DIM:MIN:MAX[:SYMBOL[*N]]"
@@ -125,6 +142,16 @@ def test_models_doc_example_imports_what_it_uses():
     assert undefined_names("x = torch.ones(2)\n") == {"torch"}
 
 
+def test_models_doc_transformers_example_defines_what_it_uses():
+    """docs/models.md's "Lowering a transformers / diffusers model" example used a `config` it never made: a reader
+    who copied it got a NameError before anything lowered (a new user's trial; run with device="cpu", it lowers and
+    matches eager)."""
+    text = (ROOT / "docs" / "models.md").read_text()
+    example = next(block for block in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+                   if "LlamaForCausalLM(config)" in block)
+    assert undefined_names(example) == set()
+
+
 def test_the_readme_names_every_serve_option():
     """The README's CLI block names each option of `aotcuda serve` (a new user found the --allow-* flags only in
     docs/serving.md)."""
@@ -167,3 +194,86 @@ def test_serving_docs_first_example_serves_what_its_client_sends():
                 assert int(low) <= size <= int(high), f"{input_name} dim {index}: {size} outside [{low}, {high}]"
             else:
                 assert size == example_size, f"{input_name} {shape}: the package takes {expected} at dim {index}"
+
+
+TEST_CITATION = re.compile(r"((?:tests/)?[\w/]*test_\w*\.py)?::(test_\w+)|(?<![\w/])((?:tests/)?[\w/]*test_\w*\.py)")
+
+
+def cited_tests_that_do_not_exist(pages) -> list[str]:
+    """Each test file (`tests/runtime/test_x.py`, `test_x.py`) and test (`test_x.py::test_y`) a page cites in code, where
+    it is not in tests/. A bare `::test_y` is a test of the file cited last before it on that line (the line's first
+    one where none comes before)."""
+    tests = ROOT / "tests"
+    files = [path.relative_to(tests).as_posix() for path in tests.rglob("*.py")]
+    sources: dict[str, str] = {}
+
+    def defined(name: str, ref: str) -> bool:
+        ref = ref.removeprefix("tests/")
+        matches = [f for f in files if f == ref or f.endswith("/" + ref)]
+        for file in matches:
+            sources.setdefault(file, (tests / file).read_text())
+        return any(re.search(rf"^\s*(?:async\s+)?def {name}\(", sources[file], re.M) for file in matches)
+
+    missing = []
+    for page in pages:
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            citations = list(TEST_CITATION.finditer(" ".join(re.findall(r"`([^`]+)`", line))))
+            files_cited = [m.group(1) or m.group(3) for m in citations if m.group(1) or m.group(3)]
+            current = files_cited[0] if files_cited else None
+            for citation in citations:
+                current = citation.group(1) or citation.group(3) or current
+                if current is None:
+                    missing.append(f"{page.name}:{number}: ::{citation.group(2)} names no file")
+                elif citation.group(2) is None:
+                    ref = current.removeprefix("tests/")
+                    if not any(f == ref or f.endswith("/" + ref) for f in files):
+                        missing.append(f"{page.name}:{number}: no test file {current}")
+                elif not defined(citation.group(2), current):
+                    missing.append(f"{page.name}:{number}: {current}::{citation.group(2)} is not defined there")
+    return missing
+
+
+def test_every_test_the_docs_cite_exists():
+    """docs/reliability.md's tests column is where a reader goes to see a claim checked: a new user's trial found three
+    citations of tests renamed or living in another file than the one the row named."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert cited_tests_that_do_not_exist(pages) == []
+
+
+def test_the_citation_check_sees_a_renamed_test(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("| row | `tests/test_docs.py::test_no_such_test`, `::test_every_test_the_docs_cite_exists` |\n"
+                    "| row | `::test_the_citation_check_sees_a_renamed_test` before `test_docs.py` |\n"
+                    "| row | `tests/no_such_dir/test_nothing.py` |\n")
+    assert cited_tests_that_do_not_exist([page]) == [
+        "page.md:1: tests/test_docs.py::test_no_such_test is not defined there",
+        "page.md:3: no test file tests/no_such_dir/test_nothing.py",
+    ]
+
+
+def test_usage_md_shows_lowers_signature():
+    """docs/usage.md opens with lower()'s signature: it lacked signing_key= (added to lower() later)."""
+    import ast
+    import inspect
+
+    import aotcuda
+
+    text = (ROOT / "docs" / "usage.md").read_text()
+    shown = re.search(r"^```python\n(lower\(.*?\)) -> LoweredProgram\n```", text, re.S | re.M).group(1)
+    call = ast.parse(shown.replace("*, ", "").replace("\n", " ")).body[0].value
+    documented = [(arg.id, None) for arg in call.args] + [(k.arg, ast.literal_eval(k.value)) for k in call.keywords]
+    actual = [(name, None if p.default is inspect.Parameter.empty else p.default)
+              for name, p in inspect.signature(aotcuda.lower).parameters.items()]
+    assert documented == actual
+
+
+def test_usage_md_names_every_field_of_lowered_program():
+    """docs/usage.md's list of LoweredProgram's fields lacked pass_results and signing_key."""
+    import dataclasses
+
+    from aotcuda import LoweredProgram
+
+    text = " ".join((ROOT / "docs" / "usage.md").read_text().split())
+    listed = text[text.index("`LoweredProgram` fields:"):].split(". ")[0]
+    names = [f.name for f in dataclasses.fields(LoweredProgram)] + ["runs_in_aotcuda_runtime", "load"]
+    assert [name for name in names if f"`{name}" not in listed and f"`.{name}" not in listed] == []

@@ -985,7 +985,7 @@ def _calls_forward(program, kwargs: dict) -> bool:
     return parameters is not None and set(kwargs) <= {parameter.get("name") for parameter in parameters}
 
 
-@main.command()
+@main.command(short_help="Run PACKAGE on saved inputs; show its outputs.")
 @click.argument("package", type=ExistingFile())
 @click.option("--inputs", "inputs_path", required=True, type=ExistingFile(),
               help="a torch.save file: a tuple of positional arguments, a dict by name, or "
@@ -997,7 +997,7 @@ def _calls_forward(program, kwargs: dict) -> bool:
               help=f"run the package only if it is signed with the key in this file. {KEY_FILE_HELP}")
 @_clean_errors
 def run(package, inputs_path, device, cuda_graphs, save_outputs, signing_key_file):
-    """Run PACKAGE on saved inputs; print each output's shape and dtype."""
+    """Run PACKAGE on saved inputs; print each output's shape, dtype and device."""
     from aotcuda.runtime.program import load
 
     if save_outputs:

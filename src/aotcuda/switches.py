@@ -34,7 +34,8 @@ class Switch:
 
 
 SWITCHES: dict[str, Switch] = {s.name: s for s in (
-    Switch("AOTCUDA_DEBUG", False, "the CLI shows the traceback of an error instead of one 'error:' line",
+    Switch("AOTCUDA_DEBUG", False, "the CLI shows the traceback of an error instead of its 'error:' lines (a value "
+           "that is no flag is not refused here: a 'warning:' line says so, then the error as usual)",
            "at each error"),
     Switch("AOTCUDA_PASS_SPEEDUPS", True, "ReplaceComplexWithRealPass replays fake-tensor metadata and copies "
            "unchanged nodes (passes/complex_to_real/torch_internals.py); off: every node traced with make_fx",

@@ -173,7 +173,9 @@ class Program:
     the non-tensor arguments fixed at lowering, which the program computes with whatever a call passes:
     ``aotcuda.runtime.constant_arguments``), ``num_inputs``, ``num_outputs``, ``cuda_graphs``, ``closed``,
     ``signature`` (a copy of the package's aotcuda signature as loaded, the dict ``aotcuda.package_format``
-    describes; None for a package without one).
+    describes; None for a package without one), ``metadata`` (the model's AOTInductor metadata, each value a str),
+    ``index_unchecked`` ({input name: lines}: inputs whose values reach an index that lowering could not bound,
+    which no check covers before a call; empty for most programs).
     Complex inputs and outputs of the user's program (real pairs in the package) are passed and returned as
     complex tensors, and their specs say so (``aotcuda.runtime.complex_adapter``).
     """

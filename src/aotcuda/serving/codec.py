@@ -198,8 +198,8 @@ def check_tensor_sizes(sizes, bindings: dict[str, int], max_bytes: int) -> None:
 
 
 def encode_outputs(outputs: list[torch.Tensor]) -> bytes:
-    """A safetensors file with ``output_<i>`` per flat output (CPU copies; slots sharing one tensor are
-    and outputs viewing one storage are written as separate copies: safetensors refuses shared storage)."""
+    """A safetensors file with ``output_<i>`` per flat output, on the CPU. Slots sharing one tensor, and outputs
+    viewing one storage, are written as separate copies: safetensors refuses shared storage."""
     seen: set[int] = set()
     named = {}
     for index, tensor in enumerate(outputs):
