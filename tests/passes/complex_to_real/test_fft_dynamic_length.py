@@ -138,7 +138,7 @@ def test_a_dynamic_length_on_the_cpu_runs_bluestein_in_the_cpu_kernel_where_the_
     """A float32 dynamic length above the direct bound on the CPU: both of Bluestein's length-m transforms are
     aotcuda::fft_rows_cpu ops (m the CPU kernel's cheapest length ≥ 2·max − 1: 256 for 128, 200 for 100), read along
     the dim where it is. Before (session 41), DFT products of the power of two: an FNet mixer over a dynamic seq
-    (max 128) took 10–12× eager (docs/performance.md). Against eager at fresh lengths, the bound and odd ones; then
+    (max 128) took 15× the library at seq 128, 5× after (docs/performance.md). Against eager at fresh lengths, the bound and odd ones; then
     the mixer compiled (its C++ kernels over a dynamic batch of rows), once."""
     from aotcuda.passes.complex_to_real.spectral.plan import cpu_bluestein_length
 

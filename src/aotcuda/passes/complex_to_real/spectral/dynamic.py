@@ -3,16 +3,18 @@
 plan.py plans a static length; a dynamic one runs in one of two ways, chosen by N alone:
 - N ≤ MAX_DIRECT: one DFT product whose [2n, 2n] table is built in the graph from n on every call
   (arange, t·k mod n in integers, cos/sin in float64): 8·n² flops a row, 4·n² table entries a call.
-- N > MAX_DIRECT: Bluestein's chirp-z at the static power of two m ≥ 2N − 1. The chirp (n pairs) and
+- N > MAX_DIRECT: Bluestein's chirp-z at a static length m ≥ 2N − 1 (the power of two; on the CPU kernel's
+  path plan.cpu_bluestein_length(N), its cheapest length of radix 4, 2, 3 and 5 stages). The chirp (n pairs) and
   the spectrum of its kernel (one length-m transform in float64, shared by every row) are computed in
-  the graph each call; each row then costs two length-m transforms of static plan(m), the cost of the
+  the graph each call; each row then costs two length-m transforms, the cost of the
   longest length the Dim allows, whatever n is on this call.
 r2c runs as a complex transform of (x, 0) and c2r rebuilds the Hermitian spectrum (transform.c2r's way):
 2× the work of a real-input transform, paid to keep one mechanism for every dynamic length.
 On the CPU, where the C++ kernel takes length m (kernels/fft_cpu.py: float32, m ≤ MAX_N), the two length-m
 transforms are aotcuda::fft_rows_cpu ops along the dim where it is, the kernel's spectrum the inverse's load-side
 `weight`, and the chirp multiplies the signal in the one pointwise copy that pads it to m: an FNet mixer's fft2
-over a dynamic seq (max 128, m = 256) took 10–12× eager as DFT products (docs/performance.md). Elsewhere they take
+over a dynamic seq (max 128, m = 256) took 15× the library as DFT products, 5× now (medians at seq 128 on one
+thread; docs/performance.md, session 41). Elsewhere they take
 the GEMM form: the CPU form's ATen stages at m = 8192 (seven per transform, three transforms a row) made the Hyena
 test's AOTInductor compile take 580 s at a load of 4 (tests/passes/complex_to_real/test_fft_dynamic_length.py).
 """
