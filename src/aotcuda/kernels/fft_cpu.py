@@ -50,7 +50,8 @@ the planes are sized for m. On the 2-core machine (512 rows, rfft → multiply �
 (docs/performance.md).
 
 Covered (``covers``): n ≤ MAX_N (32768: Bluestein's m up to 65536), static x.shape[dim] and out_len; longer
-transforms (and float64, dynamic lengths) keep the Stockham ATen form (spectral/stockham.py).
+transforms (and float64) keep the Stockham ATen form (spectral/stockham.py); a dynamic length above 64 runs
+Bluestein through this op at a static length m (spectral/dynamic.py).
 """
 
 from __future__ import annotations

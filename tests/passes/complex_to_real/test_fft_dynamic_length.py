@@ -118,6 +118,54 @@ def test_rfft2_with_one_dynamic_dim_against_eager():
         assert_relative(new.module()(x), module(x), 1e-5, f"rows={rows}")
 
 
+class DynamicMixer(torch.nn.Module):
+    """An FNet mixer (fft2 over a dynamic seq and a static hidden dim, real part), an ortho ifft of a pair along
+    its middle dim and an rfft along the middle dim of x: every dynamic transform along a dim that is not last."""
+
+    def forward(self, x, z):
+        return (torch.fft.fft2(x, dim=(-2, -1)).real,
+                torch.view_as_real(torch.fft.ifft(torch.view_as_complex(z), dim=1, norm="ortho")),
+                torch.view_as_real(torch.fft.rfft(x, dim=1)))
+
+
+def _kernel_lengths(program):
+    """The transform length n of every aotcuda::fft_rows_cpu op of the program, in graph order."""
+    return [node.args[2] for node in program.graph.nodes if node.target is torch.ops.aotcuda.fft_rows_cpu.default]
+
+
+@pytest.mark.parametrize("bound", [128, 100])
+def test_a_dynamic_length_on_the_cpu_runs_bluestein_in_the_cpu_kernel_where_the_dim_is(bound):
+    """A float32 dynamic length above the direct bound on the CPU: both of Bluestein's length-m transforms are
+    aotcuda::fft_rows_cpu ops (m the CPU kernel's cheapest length ≥ 2·max − 1: 256 for 128, 200 for 100), read along
+    the dim where it is. Before (session 41), DFT products of the power of two: an FNet mixer over a dynamic seq
+    (max 128) took 15× the library at seq 128, 5× after (docs/performance.md). Against eager at fresh lengths, the bound and odd ones; then
+    the mixer compiled (its C++ kernels over a dynamic batch of rows), once."""
+    from aotcuda.passes.complex_to_real.spectral.plan import cpu_bluestein_length
+
+    module, hidden = DynamicMixer(), 12
+    seq, seq2 = Dim("seq", min=2, max=bound), Dim("seq2", min=2, max=bound)
+    ep = export(module, (torch.randn(3, 16, hidden), torch.randn(2, 16, 5, 2)), dynamic_shapes=({1: seq}, {1: seq2}))
+    new = ReplaceComplexWithRealPass(strict=True)(ep)
+    assert_no_complex(new)
+    m = cpu_bluestein_length(bound)
+    assert m == {128: 256, 100: 200}[bound]
+    assert sorted(_kernel_lengths(new)) == [hidden] + [m] * 6, _kernel_lengths(new)
+    for length in (bound, 97, 7):
+        fresh = (torch.randn(3, length, hidden), torch.randn(2, length, 5, 2))
+        for i, (actual, expected) in enumerate(zip(new.module()(*fresh), module(*fresh))):
+            assert_relative(actual, expected, RTOL[torch.float32], f"seq={length}, output {i}")
+    if bound != 128:
+        return
+    mixer = torch.nn.Module()  # the FNet mixer alone: three C++ kernels to compile, not seven
+    mixer.forward = lambda x: torch.fft.fft2(x, dim=(-2, -1)).real
+    ep = export(mixer, (torch.randn(3, 16, hidden),), dynamic_shapes=({1: seq},))
+    compiled = torch.compile(ReplaceComplexWithRealPass(strict=True)(ep).module(), dynamic=True)
+    with torch.no_grad():
+        for length in (128, 61):
+            x = torch.randn(3, length, hidden)
+            assert_relative(compiled(x), mixer(x), RTOL[torch.float32], f"compiled, seq={length}")
+
+
 class HyenaConvolution(torch.nn.Module):
     """Hyena's long convolution y = irfft(rfft(u, 2L) · rfft(k, 2L))[..., :L] plus a skip term."""
 

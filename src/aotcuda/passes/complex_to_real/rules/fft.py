@@ -18,7 +18,8 @@ kernel (kernels/fft_cpu_template.py), its stft window fused the same way. Every 
 folded into the first stage's table (the kernel's `scale` argument).
 
 A dim of dynamic length (a SymInt bounded by its Dim's max) runs as spectral/dynamic.py says: a DFT
-product with its table built in the graph (max ≤ 64), else Bluestein at the power of two ≥ 2·max − 1.
+product with its table built in the graph (max ≤ 64), else Bluestein at a static length ≥ 2·max − 1
+(on the CPU two aotcuda::fft_rows_cpu kernels along the dim where it is).
 A normalization that depends on a dynamic length multiplies the result instead of a table.
 
 Dims are handled one at a time (the DFT is separable): the dim moves last, is transformed, moves back
@@ -76,7 +77,7 @@ def _c2c_along(x: Pair, dim: int, inverse: bool, scale) -> Pair:
     if _static(x.shape[d]):
         table_scale, after = _in_tables(scale)
         return Pair(_times(spectral.c2c_along(x.t, d, inverse, table_scale), after))
-    return Pair(dynamic.transform(x.t.movedim(d, -2), inverse, scale).movedim(-2, d))
+    return Pair(dynamic.transform_along(x.t, d, inverse, scale))
 
 
 def _c2c_dims(x: Pair, dims, inverse: bool, scale_first) -> Pair:
@@ -128,7 +129,7 @@ def fft_r2c(out, x, dim, normalization, onesided):
         table_scale, after = _in_tables(scale)
         result = Pair(_times(spectral.r2c_along(x, last, bins, table_scale), after))
     else:
-        result = Pair(dynamic.r2c(x.movedim(last, -1), bins, scale).movedim(-2, last))
+        result = Pair(dynamic.r2c_along(x, last, bins, scale))
     return _c2c_dims(result, first, False, 1.0) if first else result
 
 

@@ -3,15 +3,20 @@
 plan.py plans a static length; a dynamic one runs in one of two ways, chosen by N alone:
 - N ≤ MAX_DIRECT: one DFT product whose [2n, 2n] table is built in the graph from n on every call
   (arange, t·k mod n in integers, cos/sin in float64): 8·n² flops a row, 4·n² table entries a call.
-- N > MAX_DIRECT: Bluestein's chirp-z at the static power of two m ≥ 2N − 1. The chirp (n pairs) and
+- N > MAX_DIRECT: Bluestein's chirp-z at a static length m ≥ 2N − 1 (the power of two; on the CPU kernel's
+  path plan.cpu_bluestein_length(N), its cheapest length of radix 4, 2, 3 and 5 stages). The chirp (n pairs) and
   the spectrum of its kernel (one length-m transform in float64, shared by every row) are computed in
-  the graph each call; each row then costs two length-m transforms of static plan(m), the cost of the
+  the graph each call; each row then costs two length-m transforms, the cost of the
   longest length the Dim allows, whatever n is on this call.
 r2c runs as a complex transform of (x, 0) and c2r rebuilds the Hermitian spectrum (transform.c2r's way):
 2× the work of a real-input transform, paid to keep one mechanism for every dynamic length.
-The length-m transforms take the GEMM form on every device, the CPU included: the CPU form's stages at
-m = 8192 (seven per transform, three transforms a row) made the Hyena test's AOTInductor compile take
-580 s at a load of 4 (tests/passes/complex_to_real/test_fft_dynamic_length.py).
+On the CPU, where the C++ kernel takes length m (kernels/fft_cpu.py: float32, m ≤ MAX_N), the two length-m
+transforms are aotcuda::fft_rows_cpu ops along the dim where it is, the kernel's spectrum the inverse's load-side
+`weight`, and the chirp multiplies the signal in the one pointwise copy that pads it to m: an FNet mixer's fft2
+over a dynamic seq (max 128, m = 256) took 15× the library as DFT products, 5× now (medians at seq 128 on one
+thread; docs/performance.md, session 41). Elsewhere they take
+the GEMM form: the CPU form's ATen stages at m = 8192 (seven per transform, three transforms a row) made the Hyena
+test's AOTInductor compile take 580 s at a load of 4 (tests/passes/complex_to_real/test_fft_dynamic_length.py).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from aotcuda.passes.complex_to_real.pair import real_as_pair, shared_table
 from aotcuda.passes.complex_to_real.scan import innermost_frame
 from aotcuda.passes.complex_to_real.spectral import tables
 from aotcuda.passes.complex_to_real.spectral import transform as static
-from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, plan
+from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, cpu_bluestein_length, plan
 
 # The largest Dim max a dynamic length may have: its Bluestein length m is ≤ 2²² (a 4 M-point transform).
 MAX_DYNAMIC_BOUND = 1 << 21
@@ -63,7 +68,13 @@ def refusal(dim: int, size: torch.SymInt) -> str | None:
 def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
     """The DFT of pair x [..., n, 2] (n dynamic, bounded) along its complex last dim, times `scale`
     (a float or SymFloat)."""
-    n = x.shape[-2]
+    return transform_along(x, x.dim() - 2, inverse, scale)
+
+
+def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale) -> torch.Tensor:
+    """transform() along complex dim `dim` (≥ 0, not the pair's trailing 2) of pair x, where it is: the CPU
+    kernel reads and writes it in place; the other forms move it last and back."""
+    n = x.shape[dim]
     bound = upper_bound(n)
     if bound <= MAX_DIRECT:
         if bound > QUIET_DIRECT_BOUND:
@@ -74,16 +85,21 @@ def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
                                 "constants), or pad the signal to a static length with n=... where zero padding is what "
                                 "the model means (docs/ops.md, 'Dynamic dims')")
         matrix = tables.c2c_values(n, inverse, x.device).to(x.dtype)
-        out = torch.matmul(x.flatten(-2), matrix).unflatten(-1, (n, 2))
+        moved = x.movedim(dim, -2)
+        out = torch.matmul(moved.flatten(-2), matrix).unflatten(-1, (n, 2)).movedim(-2, dim)
     else:
-        m = 1 << (2 * bound - 2).bit_length()
+        kernel = _cpu_kernel_takes(x, dim, 1 << (2 * bound - 2).bit_length())
+        m = cpu_bluestein_length(bound) if kernel else 1 << (2 * bound - 2).bit_length()
         _warn_at_model_line(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}){_at_model_line()} costs on "
                             f"every call what its longest length would: two length-{m} transforms a row (Bluestein), "
                             "whatever the length of the call; keep the Dim's max near the lengths the program is called "
                             f"with (a max of at most {MAX_DIRECT} costs a product of the call's own length, and a table "
                             "built on every call), or pad the signal to a static length with n=... (docs/ops.md, "
                             "'Dynamic dims')")
-        out = _bluestein(x, n, m, inverse)
+        if kernel:
+            out = _bluestein_cpu_kernel(x, dim, n, m, inverse)
+        else:
+            out = _bluestein(x.movedim(dim, -2), n, m, inverse).movedim(-2, dim)
     return out if isinstance(scale, float) and scale == 1.0 else out * scale
 
 
@@ -115,17 +131,46 @@ def _warn_at_model_line(message: str) -> None:
     warnings.warn_explicit(message, UserWarning, file, line)
 
 
-def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch.Tensor:
-    """X = c·IDFT_m(DFT_m(c·x) · B): the chirp c and the kernel spectrum B from n, in the graph (once per
-    trace for each (n, m, direction, dtype): the transforms of one program that share a length share them)."""
-    padded = plan(m)
+def _tables(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bluestein's chirp c [n, 2] and its kernel's spectrum B [m, 2] from n, in the graph (once per trace for
+    each (n, m, direction, dtype): the transforms of one program that share a length share them)."""
     key = ("spectral_dynamic", n.node.expr, m, inverse, x.dtype, str(x.device))
     chirp = shared_table((*key, "chirp"), lambda: tables.chirp_values(n, inverse, x.device).to(x.dtype))
 
     def kernel_spectrum():
         kernel = tables.chirp_kernel_values(n, m, inverse, x.device)  # float64: B is the accuracy's floor
-        return static.gemm_transform(kernel, padded, False, 1.0 / m).to(x.dtype)
-    spectrum_of_kernel = shared_table((*key, "kernel_spectrum"), kernel_spectrum)
+        return static.gemm_transform(kernel, plan(m), False, 1.0 / m).to(x.dtype)
+    return chirp, shared_table((*key, "kernel_spectrum"), kernel_spectrum)
+
+
+def _along(table: torch.Tensor, x: torch.Tensor, dim: int) -> torch.Tensor:
+    """A [L, 2] table viewed to broadcast along complex dim `dim` of pair x: [L, 1, …, 1, 2]."""
+    return table.reshape(table.shape[0], *[1] * (x.dim() - 2 - dim), 2)
+
+
+def _cpu_kernel_takes(x: torch.Tensor, dim: int, m: int) -> bool:
+    """Whether Bluestein's length-m transforms of pair x along `dim` run as aotcuda::fft_rows_cpu (transform.py's
+    cpu_kernel_form, asked of x's first point along `dim`: x's device, dtype and dims with a static length; the
+    view is dead code the rewrite drops)."""
+    return static.cpu_kernel_form(x.narrow(dim, 0, 1), dim, m, m, "c2c")
+
+
+def _bluestein_cpu_kernel(x: torch.Tensor, dim: int, n: torch.SymInt, m: int, inverse: bool) -> torch.Tensor:
+    """X = c·IDFT_m(DFT_m(c·x) · B) along `dim` of pair x, where it is: c·x zero-padded to m in one pointwise
+    copy, both length-m transforms aotcuda::fft_rows_cpu kernels, B multiplied as the inverse loads its points."""
+    chirp, spectrum_of_kernel = _tables(x, n, m, inverse)
+    pad = [0, 0] * (x.dim() - 1 - dim) + [0, m - n]
+    padded = torch.constant_pad_nd(static.cmul(x, _along(chirp, x, dim)), pad)
+    spectrum = torch.ops.aotcuda.fft_rows_cpu(padded, dim, m, m, "c2c", False, 1.0)
+    convolved = torch.ops.aotcuda.fft_rows_cpu(spectrum, dim, m, m, "c2c", True, 1.0,
+                                               weight=_along(spectrum_of_kernel, spectrum, dim))
+    return static.cmul(convolved.narrow(dim, 0, n), _along(chirp, x, dim))
+
+
+def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch.Tensor:
+    """X = c·IDFT_m(DFT_m(c·x) · B) as DFT products of plan(m), along the complex last dim of x."""
+    padded = plan(m)
+    chirp, spectrum_of_kernel = _tables(x, n, m, inverse)
     a = torch.constant_pad_nd(static.cmul(x, chirp), [0, 0, 0, m - n])
     spectrum = static.cmul(static.gemm_transform(a, padded, False, 1.0), spectrum_of_kernel)
     return static.cmul(static.gemm_transform(spectrum, padded, True, 1.0).narrow(-2, 0, n), chirp)
@@ -133,7 +178,12 @@ def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch
 
 def r2c(x: torch.Tensor, bins, scale) -> torch.Tensor:
     """The first `bins` DFT bins of real x [..., n] (n dynamic), as a pair [..., bins, 2]."""
-    return transform(real_as_pair(x).t, False, scale).narrow(-2, 0, bins)
+    return r2c_along(x, x.dim() - 1, bins, scale)
+
+
+def r2c_along(x: torch.Tensor, dim: int, bins, scale) -> torch.Tensor:
+    """r2c() along dim `dim` (≥ 0) of real x, where it is: a pair with `bins` at `dim`."""
+    return transform_along(real_as_pair(x).t, dim, False, scale).narrow(dim, 0, bins)
 
 
 def c2r(x: torch.Tensor, n: torch.SymInt, scale) -> torch.Tensor:

@@ -248,13 +248,18 @@ A **dynamic transform length** works when its torch.export.Dim has a max N ≤ 2
   (integer t·k mod n, then cos/sin in float64): 8·n² flops a row plus 4·n² cos/sin a call. The table
   dominates: about 0.15 ms a transform at n = 64 on one CPU thread, ~20× eager's FFT (n = 16: ~2.5×);
   lower() warns for a max above 16. Called with few lengths, a program per static length is faster.
-- **dynamic, N > 64**: Bluestein at the static power of two m ≥ 2N − 1: per call the chirp (n points)
+- **dynamic, N > 64**: Bluestein at a static length m ≥ 2N − 1: per call the chirp (n points)
   and its kernel's spectrum (one length-m transform in float64, shared by every row and by every
-  transform of that length and direction); per row two length-m transforms of static plan(m), whatever
-  n is: the cost of the longest length the Dim allows. These take the GEMM form on the CPU too (the
-  CPU form's stages at m = 8192 made an AOTInductor compile take ~10 minutes). r2c and c2r run as complex transforms
-  (2× a real one). Example: Hyena's long convolution, rfft/irfft at n = 2L with L ≤ 2048, runs three
-  length-8192 (64·128) transform pairs per row at every L.
+  transform of that length and direction); per row two length-m transforms, whatever
+  n is: the cost of the longest length the Dim allows. On the CPU (float32, N ≤ 16384: m ≤ 32768) both are
+  `aotcuda::fft_rows_cpu` kernels along the dim where it is, m the cheapest length of radix 4, 2, 3 and 5
+  stages (plan.cpu_bluestein_length: 256 for N = 128, 200 for 100), the chirp multiplied in the copy that pads
+  the signal to m and the kernel's spectrum in the inverse's loads: an FNet mixer's fft2 over a dynamic seq
+  (N = 128) took 0.30–0.37× the time of the DFT products it replaced, still 5–8× the library's at one thread
+  (docs/performance.md, session 41). Elsewhere (and float64) they are DFT products of plan(m), m the power of
+  two (the CPU form's ATen stages at m = 8192 made an AOTInductor compile take ~10 minutes). r2c and c2r run as
+  complex transforms (2× a real one). Example: Hyena's long convolution, rfft/irfft at n = 2L with L ≤ 2048,
+  runs three length-8192 transform pairs per row at every L.
 A normalization that depends on a dynamic length is one multiply after the transform.
 """
 
