@@ -362,3 +362,24 @@ def test_a_rows_mixed_record_that_is_not_a_bool_is_refused_when_the_package_is_r
         parse_signature(json.dumps({**signature, "rows_not_probed": [record]}).encode(), "sig.json", "p.pt2")
     with pytest.raises(PackageError, match="rows_not_probed is 50000 characters"):  # review40d: 50 KB was read
         parse_signature(json.dumps({**signature, "rows_not_probed": "A" * 50_000}).encode(), "sig.json", "p.pt2")
+
+
+@pytest.mark.parametrize("record", [{"rows_graph": "proved"}, {"rows_graph": True},
+                                    {"rows_graph": "mixes", "rows_mixed": False}, {"rows_graph": "mixes"},
+                                    {"rows_graph_reason": 3}, {"rows_graph_reason": "A" * 50_000}])
+def test_a_rows_graph_record_that_aotcuda_does_not_write_is_refused_when_the_package_is_read(record):
+    """(rows41) The graph walk's verdict (lowering/batch_row_flow.py) is read from a package, outside input: a verdict
+    that is not one of the three, a "mixes" beside a rows_mixed that is not true (serving reads rows_mixed alone), or a
+    reason that is no bounded string is refused; the records lowering writes, and packages without them, load."""
+    import json
+
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import READ_VERSIONS, SIGNATURE_FORMAT, parse_signature
+
+    signature = {"format": SIGNATURE_FORMAT, "version": max(READ_VERSIONS), "inputs": [], "outputs": []}
+    for good in ({}, {"rows_mixed": False, "rows_graph": "kept apart"},
+                 {"rows_mixed": True, "rows_graph": "mixes", "rows_graph_reason": "aten.mean.dim ... (m.py:3: ...)"},
+                 {"rows_mixed": None, "rows_not_probed": "why", "rows_graph": "not proved", "rows_graph_reason": "op"}):
+        parse_signature(json.dumps({**signature, **good}).encode(), "sig.json", "p.pt2")
+    with pytest.raises(PackageError, match="rows_graph"):
+        parse_signature(json.dumps({**signature, **record}).encode(), "sig.json", "p.pt2")
