@@ -60,6 +60,7 @@ MIXING = {
     "one row for all": (lambda m, x, ids: x - x[0:1], "aten.slice"),
     "a row picked": (lambda m, x, ids: x * x[1], "aten.select"),
     "rows along dim 1": (lambda m, x, ids: (x[None, :, :] * x[:, None, :]).sum(1), "different dims"),
+    "rows tiled, shifted": (lambda m, x, ids: x.repeat(2, 1)[1:x.shape[0] + 1] + x.repeat(1, 2)[:, :8], "aten.slice"),
     "batch norm in training": (lambda m, x, ids: torch.nn.functional.batch_norm(x, None, None, training=True),
                                "aten._native_batch_norm_legit"),
 }
@@ -159,7 +160,7 @@ class Masked(torch.nn.Module):
     def forward(self, x, mask):
         x = x.clone()
         x[mask] = 0.0
-        return torch.cat([x, x.chunk(2, -1)[0]], -1)
+        return torch.cat([x, x.chunk(2, -1)[0], x.repeat(1, 2), x.repeat(3, 1)[x.shape[0]:2 * x.shape[0]]], -1)
 
 
 ROW_LOCAL = {

@@ -171,6 +171,21 @@ def _expanded(node, args: Args, symbol):
     return dataclasses.replace(state, dim=state.dim + node.meta["val"].dim() - args.rank("self"))
 
 
+def _repeated(node, args: Args, symbol):
+    """x.repeat(...): tiles along a dim other than the batch dim stay within each row; tiles of the batch dim are
+    blocks of all the rows (outer), which an output at dim 0 may not be."""
+    state = args.state("self")
+    if not _rows(state):
+        return _created(node, args, symbol)
+    repeats = args["repeats"]
+    shift = len(repeats) - args.rank("self")
+    factor = repeats[shift + state.dim]
+    factor = size_of(factor.meta["val"]) if isinstance(factor, torch.fx.Node) else sympy.sympify(factor)
+    if symbol in factor.free_symbols:
+        raise NotKnown("repeats the batch dim by the batch size")
+    return dataclasses.replace(state, dim=state.dim + shift, outer=state.outer * factor)
+
+
 def _same(node, args: Args, symbol):
     """Ops that keep their input's layout (a copy, a dtype, an alias)."""
     return args.state("self")
@@ -238,18 +253,29 @@ def _padded(node, args: Args, symbol):
 
 
 def _sliced(node, args: Args, symbol):
+    """A slice of another dim keeps the rows; of the batch dim, only whole blocks of all the rows (x[:] itself, or
+    some of the tiles x.repeat(2, 1) made): any other slice moves rows to other places."""
     state, rank = args.state("self"), args.rank("self")
     if not _rows(state):
         return FREE
     if _dim(args["dim"], rank) != state.dim:
         return state
-    start, end, step = args["start"], args["end"], args["step"]
-    whole = (start in (None, 0) and step == 1 and (end is None or (isinstance(end, int) and end >= sys.maxsize // 2)
-                                                   or (isinstance(end, torch.fx.Node) and sympy.expand(
-                                                       size_of(end.meta["val"]) - args.shape("self")[state.dim]) == 0)))
-    if whole:
-        return state
+    size, block = args.shape("self")[state.dim], symbol * state.inner
+    start, end = (_bound_of(args[name], size, default) for name, default in (("start", 0), ("end", size)))
+    first, last = _whole(start / block, symbol), _whole(end / block, symbol)
+    if args["step"] == 1 and first is not None and last is not None and sympy.simplify(last - first).is_positive:
+        return dataclasses.replace(state, outer=sympy.simplify(last - first))
     raise Mixes("takes some rows of the batch dim (x[start:end]): a row's answer would be another row's")
+
+
+def _bound_of(bound, size, default):
+    """A slice's start or end as an expression, within [0, size] (torch clips a bound past the end)."""
+    if bound is None:
+        return sympy.sympify(default)
+    value = size_of(bound.meta["val"]) if isinstance(bound, torch.fx.Node) else sympy.sympify(bound)
+    if value.is_number and value < 0:
+        value = size + value
+    return size if value.is_number and value >= sys.maxsize // 2 else value
 
 
 def _selected(node, args: Args, symbol):
@@ -476,6 +502,7 @@ RULES = {
     **{packet: _reshaped for packet in (aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, aten.squeeze)},
     **{packet: _permuted for packet in (aten.permute, aten.transpose, aten.t)},
     aten.expand: _expanded,
+    aten.repeat: _repeated,
     **{packet: _same for packet in _SAME},
     **{packet: _pointwise for packet in _POINTWISE},
     **{packet: _created for packet in (aten.full, aten.zeros, aten.ones, aten.empty, aten.empty_strided, aten.rand,
