@@ -40,6 +40,19 @@ def _cond_gate(m, x, ids):
     return torch.cond(x.abs().amax() > 1e6, lambda x: x - x.mean(0, keepdim=True), lambda x: x.clone(), (x,))
 
 
+def _written_row(x):
+    y = x.clone()
+    y[0] = x.sum(0)
+    return y
+
+
+def _written_columns(x):
+    y = torch.zeros(x.shape[0], 10)
+    y[:, 2:8] = x * 2
+    y[:, 0] = x[:, 1]
+    return y
+
+
 # each mixing kind, and the words its reason must hold
 MIXING = {
     "value-gated sum": (lambda m, x, ids: torch.where(x.abs().amax() > 1e6, x.sum(0, keepdim=True).expand_as(x), x),
@@ -61,6 +74,10 @@ MIXING = {
     "a row picked": (lambda m, x, ids: x * x[1], "aten.select"),
     "rows along dim 1": (lambda m, x, ids: (x[None, :, :] * x[:, None, :]).sum(1), "different dims"),
     "rows tiled, shifted": (lambda m, x, ids: x.repeat(2, 1)[1:x.shape[0] + 1] + x.repeat(1, 2)[:, :8], "aten.slice"),
+    "a row's size from the count": (lambda m, x, ids: x.repeat(1, 9)[:, :x.shape[0]].sum(1, keepdim=True) + x,
+                                    "a size computed from the batch size"),
+    "row numbers through clone": (lambda m, x, ids: x + torch.arange(x.shape[0]).clone()[:, None], "row numbers"),
+    "a write into one row": (lambda m, x, ids: _written_row(x), "row numbers"),  # decomposed: where(arange == 0)
     "batch norm in training": (lambda m, x, ids: torch.nn.functional.batch_norm(x, None, None, training=True),
                                "aten._native_batch_norm_legit"),
 }
@@ -160,7 +177,8 @@ class Masked(torch.nn.Module):
     def forward(self, x, mask):
         x = x.clone()
         x[mask] = 0.0
-        return torch.cat([x, x.chunk(2, -1)[0], x.repeat(1, 2), x.repeat(3, 1)[x.shape[0]:2 * x.shape[0]]], -1)
+        tiles = x.repeat(3, 1)[x.shape[0]:2 * x.shape[0]]
+        return torch.cat([x, x.chunk(2, -1)[0], x.repeat(1, 2), tiles, _written_columns(x)], -1)
 
 
 ROW_LOCAL = {

@@ -131,8 +131,9 @@ def _state_of(node: torch.fx.Node, states: dict, symbol) -> object:
 
 
 def _checked(state, value, symbol, node):
-    """``state`` where the value's shape agrees with it (the batch symbol times ``inner`` at a Rows' dim, nowhere in a
-    free value's shape), else Lost: a rule's mistake stops the proof rather than making one."""
+    """``state`` where the value's shape agrees with it (outer * the batch symbol * inner at a Rows' dim, nowhere in a
+    free value's shape), else Lost: a rule's mistake stops the proof rather than making one. Mixed where another dim
+    of a Rows value holds the batch symbol: a row's own size then depends on the count of rows."""
     if isinstance(state, tuple) or isinstance(value, (tuple, list)):
         values = value if isinstance(value, (tuple, list)) else ()
         if not isinstance(state, tuple) or len(state) != len(values):
@@ -144,6 +145,10 @@ def _checked(state, value, symbol, node):
         return state
     if isinstance(state, Rows) and state.dim < value.dim() \
             and sympy.expand(size_of(value.shape[state.dim]) - state.outer * symbol * state.inner) == 0:
+        sized = [dim for dim, size in enumerate(value.shape) if dim != state.dim and symbol in free_symbols(size)]
+        if sized:  # x[:, :x.shape[0]]: each row's own size is the batch's count
+            return Mixed(f"{_name(node)} gives each row a size computed from the batch size (dim {sized[0]}: "
+                         f"{value.shape[sized[0]]}) ({_line(node)})")
         return state
     return Lost(f"{_name(node)}: its shape {list(value.shape)} is not where the analysis put the batch rows "
                  f"({_line(node)})")

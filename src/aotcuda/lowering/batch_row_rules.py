@@ -260,12 +260,10 @@ def _sliced(node, args: Args, symbol):
         return FREE
     if _dim(args["dim"], rank) != state.dim:
         return state
-    size, block = args.shape("self")[state.dim], symbol * state.inner
-    start, end = (_bound_of(args[name], size, default) for name, default in (("start", 0), ("end", size)))
-    first, last = _whole(start / block, symbol), _whole(end / block, symbol)
-    if args["step"] == 1 and first is not None and last is not None and sympy.simplify(last - first).is_positive:
-        return dataclasses.replace(state, outer=sympy.simplify(last - first))
-    raise Mixes("takes some rows of the batch dim (x[start:end]): a row's answer would be another row's")
+    blocks = _slice_blocks(args, state, symbol)
+    if blocks is None:
+        raise Mixes("takes some rows of the batch dim (x[start:end]): a row's answer would be another row's")
+    return dataclasses.replace(state, outer=blocks)
 
 
 def _bound_of(bound, size, default):
@@ -276,6 +274,36 @@ def _bound_of(bound, size, default):
     if value.is_number and value < 0:
         value = size + value
     return size if value.is_number and value >= sys.maxsize // 2 else value
+
+
+def _written_into(node, args: Args, symbol):
+    """slice_scatter and select_scatter (x[:, :4] = y, functionalized): a write at other dims keeps the rows where the
+    written values' rows lie where the destination's do; a write into some rows of the batch dim mixes."""
+    self_state, src_state = args.state("self"), args.state("src")
+    if not _rows(self_state):
+        if _rows(src_state):
+            raise Mixes("writes the rows' values into a tensor without the batch dim")
+        return FREE
+    dim = _dim(args["dim"], args.rank("self"))
+    selected = packet_of(node) == aten.select_scatter
+    if dim == self_state.dim and (selected or _slice_blocks(args, self_state, symbol) != self_state.outer):
+        raise Mixes("writes into some rows of the batch dim: a row's values land in other rows' places")
+    place = self_state.dim - (1 if selected and dim < self_state.dim else 0)
+    if _rows(src_state) and (src_state.dim, src_state.inner, src_state.outer, src_state.numbers) != (
+            place, self_state.inner, self_state.outer, False):
+        raise NotKnown("writes values whose rows lie elsewhere than the destination's")
+    return self_state
+
+
+def _slice_blocks(args: Args, state: Rows, symbol):
+    """How many whole blocks of all the rows a slice of the batch dim takes (start, end, step 1), None for a slice that
+    cuts rows apart."""
+    size, block = args.shape("self")[state.dim], symbol * state.inner
+    start, end = (_bound_of(args[name], size, default) for name, default in (("start", 0), ("end", size)))
+    first, last = _whole(start / block, symbol), _whole(end / block, symbol)
+    if args["step"] != 1 or first is None or last is None or not sympy.simplify(last - first).is_positive:
+        return None
+    return sympy.simplify(last - first)
 
 
 def _selected(node, args: Args, symbol):
@@ -521,6 +549,8 @@ RULES = {
     aten.unfold: _along(lambda args, rank: [_dim(args["dimension"], rank)]),
     aten.constant_pad_nd: _padded,
     aten.slice: _sliced,
+    aten.slice_scatter: _written_into,
+    aten.select_scatter: _written_into,
     aten.select: _selected,
     aten.cat: _concatenated,
     aten.stack: _concatenated,
@@ -568,7 +598,10 @@ def packet_of(node):
 def rule_for(node):
     """The rule of a call_function node's op, None for an op the walk does not know. An elementwise op by ATen's tag
     first: max.other is elementwise, max.dim a reduction."""
-    return _pointwise if _is_pointwise(node) else RULES.get(packet_of(node))
+    packet = packet_of(node)
+    if packet in _SAME:  # clone is tagged elementwise, but keeps the row numbers' mark, which _pointwise drops
+        return _same
+    return _pointwise if _is_pointwise(node) else RULES.get(packet)
 
 
 def keeps_row_numbers(node) -> bool:
