@@ -23,8 +23,9 @@ import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
 from aotcuda.errors import clipped
-from aotcuda.lowering.batch_row_rules import (FREE, SIZE, Args, Lost, Mixed, Mixes, NotKnown, Rows, free_symbols,
-                                              keeps_row_numbers, mentions, rule_for, size_of)
+from aotcuda.lowering.batch_row_rules import keeps_row_numbers, rule_for
+from aotcuda.lowering.batch_row_states import (FREE, SIZE, Args, Lost, Mixed, Mixes, NotKnown, Rows, free_symbols,
+                                               mentions, size_of)
 from aotcuda.lowering.batch_rows import RowsProbe
 from aotcuda.lowering.fallbacks import relative_source_line
 from aotcuda.package_format import ROWS_GRAPH_VERDICTS, ROWS_REASON_CHARACTERS

@@ -1,10 +1,8 @@
 """The rules of the batch-rows walk (lowering/batch_row_flow.py): for each ATen op, where its result's batch rows lie
 given where its inputs' lie, or why it mixes them.
 
-A state says, of a value: Rows (its rows lie along one dim; a view that merged that dim with others keeps them as
-blocks), FREE (no row reaches it: a weight, a constant), SIZE (a number computed from the batch size), Lost (the walk
-cannot follow it) or Mixed (an op before it mixed the rows). A rule is ``rule(node, args, symbol) -> state`` (a tuple of
-states for an op of several outputs); it raises Mixes where the op mixes rows, NotKnown where it cannot say. Whole
+A rule is ``rule(node, args, symbol) -> state`` (batch_row_states.py; a tuple of states for an op of several
+outputs); it raises Mixes where the op mixes rows, NotKnown where it cannot say. Whole
 kinds share one rule: every elementwise op (ATen's pointwise tag) broadcasts, every reduction, scan or sort maps its
 dims, every view keeps the order of the elements.
 """
@@ -13,93 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from dataclasses import dataclass
 
 import sympy
 import torch
 import torch.utils._pytree as pytree
 
+from aotcuda.lowering.batch_row_states import (FREE, SIZE, Args, Lost, Mixes, NotKnown, Rows, dim_in, dims_in,
+                                               free_symbols, has_rows, inner_of, mentions, packet_of, size_of, whole)
+
 aten = torch.ops.aten
-
-
-@dataclass(frozen=True)
-class Rows:
-    """A tensor whose rows lie along ``dim``, that dim of size outer * batch * inner, its index o * batch * inner +
-    row * inner + i: a view that merged the batch dim with the dims after it ([batch, 16, 256] -> [batch * 16, 256]:
-    each row a block of inner = 16) or before it ([16, batch, 64] -> [16 * batch, 64]: outer = 16 blocks of all rows).
-    ``numbers``: the row numbers themselves (torch.arange(x.shape[0])), row-local only as an index of the batch dim."""
-
-    dim: int
-    inner: object = 1
-    outer: object = 1
-    numbers: bool = False
-
-
-@dataclass(frozen=True)
-class Lost:
-    reason: str
-
-
-@dataclass(frozen=True)
-class Mixed:
-    reason: str
-
-
-FREE = "free"  # a value the rows do not reach: a parameter, a constant, a shape past dim 0
-SIZE = "batch size"  # a number computed from the batch size (x.shape[0], 16 * x.shape[0])
-
-
-class Mixes(Exception):
-    """Raised by a rule: the op mixes rows; the message says how."""
-
-
-class NotKnown(Exception):
-    """Raised by a rule: the op's use of the rows is one the walk cannot follow."""
-
-
-class Args:
-    """A node's arguments by their schema names, and their states."""
-
-    def __init__(self, node: torch.fx.Node, states: dict):
-        self.node, self.states = node, states
-        schema = node.target._schema
-        self.values = {}
-        for index, argument in enumerate(schema.arguments):
-            if index < len(node.args) and not argument.kwarg_only:
-                self.values[argument.name] = node.args[index]
-            elif argument.name in node.kwargs:
-                self.values[argument.name] = node.kwargs[argument.name]
-            elif argument.has_default_value():
-                self.values[argument.name] = argument.default_value
-        self.names = [argument.name for argument in schema.arguments]
-
-    def __getitem__(self, name):
-        return self.values.get(name)
-
-    def state(self, name):
-        value = self.values.get(name)
-        return self.states.get(value, FREE) if isinstance(value, torch.fx.Node) else FREE
-
-    def rank(self, name) -> int:
-        return self.values[name].meta["val"].dim()
-
-    def shape(self, name) -> list:
-        return [size_of(size) for size in self.values[name].meta["val"].shape]
-
-
-def _rows(state) -> bool:
-    return isinstance(state, Rows)
-
-
-def _dim(dim: int, rank: int) -> int:
-    return dim + rank if dim < 0 else dim
-
-
-def _dims(dims, rank: int) -> list[int]:
-    """A dim argument as a list of dims in [0, rank); None or [] is every dim (a full reduction)."""
-    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
-        return list(range(rank))
-    return [_dim(d, rank) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
 
 
 def _pointwise(node, args: Args, symbol):
@@ -115,7 +35,7 @@ def _pointwise(node, args: Args, symbol):
             if state == SIZE:
                 raise Mixes("computes with the batch size as a value (x * x.shape[0]): a row's answer would "
                              "depend on how many rows share its batch")
-            if _rows(state):
+            if has_rows(state):
                 places.add((rank - leaf.meta["val"].dim() + state.dim, state.inner, state.outer))
     return _one_place(places)
 
@@ -138,13 +58,13 @@ def _reshaped(node, args: Args, symbol):
     after it), the result's rows lie at the dim whose prefix of dims divides O and whose dims up to it hold a multiple
     of O * batch: that dim's outer and inner follow."""
     state = args.state("self")
-    if not _rows(state):
+    if not has_rows(state):
         return _created(node, args, symbol)
     before, after = args.shape("self"), [size_of(s) for s in node.meta["val"].shape]
     outer = sympy.Mul(*before[:state.dim]) * state.outer
     prefix = sympy.Integer(1)
     for dim, size in enumerate(after):
-        new_outer, new_inner = _whole(outer / prefix, symbol), _whole(prefix * size / (outer * symbol), symbol)
+        new_outer, new_inner = whole(outer / prefix, symbol), whole(prefix * size / (outer * symbol), symbol)
         if new_outer is not None and new_inner is not None:
             return dataclasses.replace(state, dim=dim, inner=new_inner, outer=new_outer)
         prefix = prefix * size
@@ -153,12 +73,12 @@ def _reshaped(node, args: Args, symbol):
 
 def _permuted(node, args: Args, symbol):
     state, rank = args.state("self"), args.rank("self")
-    if not _rows(state):
+    if not has_rows(state):
         return FREE
     if packet_of(node) == aten.permute:
-        order = [_dim(d, rank) for d in args["dims"]]
+        order = [dim_in(d, rank) for d in args["dims"]]
     else:  # transpose, t
-        a, b = (_dim(args["dim0"], rank), _dim(args["dim1"], rank)) if packet_of(node) == aten.transpose else (0, 1)
+        a, b = (dim_in(args["dim0"], rank), dim_in(args["dim1"], rank)) if packet_of(node) == aten.transpose else (0, 1)
         order = list(range(rank))
         order[a], order[b] = order[b], order[a]
     return dataclasses.replace(state, dim=order.index(state.dim))
@@ -166,7 +86,7 @@ def _permuted(node, args: Args, symbol):
 
 def _expanded(node, args: Args, symbol):
     state = args.state("self")
-    if not _rows(state):
+    if not has_rows(state):
         return _created(node, args, symbol)  # a free value broadcast to the batch size: rows alike
     return dataclasses.replace(state, dim=state.dim + node.meta["val"].dim() - args.rank("self"))
 
@@ -175,7 +95,7 @@ def _repeated(node, args: Args, symbol):
     """x.repeat(...): tiles along a dim other than the batch dim stay within each row; tiles of the batch dim are
     blocks of all the rows (outer), which an output at dim 0 may not be."""
     state = args.state("self")
-    if not _rows(state):
+    if not has_rows(state):
         return _created(node, args, symbol)
     repeats = args["repeats"]
     shift = len(repeats) - args.rank("self")
@@ -205,8 +125,8 @@ def _created(node, args: Args, symbol):
     dims = [dim for dim, size in enumerate(value.shape) if symbol in free_symbols(size)]
     if not dims:
         return FREE
-    if len(dims) == 1 and _inner(size_of(value.shape[dims[0]]), symbol) is not None:
-        return Rows(dims[0], _inner(size_of(value.shape[dims[0]]), symbol))
+    if len(dims) == 1 and inner_of(size_of(value.shape[dims[0]]), symbol) is not None:
+        return Rows(dims[0], inner_of(size_of(value.shape[dims[0]]), symbol))
     raise NotKnown(f"makes a tensor of shape {list(value.shape)} from the batch size")
 
 
@@ -222,7 +142,7 @@ def _along(dims_of):
     one of them; a reduction without keepdim drops them."""
     def rule(node, args: Args, symbol):
         state, rank = args.state("self"), args.rank("self")
-        if not _rows(state):
+        if not has_rows(state):
             return FREE if not mentions(node.meta["val"], symbol) else _created(node, args, symbol)
         dims = dims_of(args, rank)
         if state.dim in dims:
@@ -238,13 +158,13 @@ def _along(dims_of):
 def _named_dims(args: Args, rank: int) -> list[int]:
     for name in ("dim", "dims"):
         if name in args.values:
-            return _dims(args[name], rank)
+            return dims_in(args[name], rank)
     return list(range(rank))  # sum.default, amax of no dims: every dim
 
 
 def _padded(node, args: Args, symbol):
     state, rank, pad = args.state("self"), args.rank("self"), args["pad"]
-    if not _rows(state):
+    if not has_rows(state):
         return FREE
     for index in range(0, len(pad), 2):  # pairs from the last dim
         if rank - 1 - index // 2 == state.dim and (pad[index] != 0 or pad[index + 1] != 0):
@@ -256,9 +176,9 @@ def _sliced(node, args: Args, symbol):
     """A slice of another dim keeps the rows; of the batch dim, only whole blocks of all the rows (x[:] itself, or
     some of the tiles x.repeat(2, 1) made): any other slice moves rows to other places."""
     state, rank = args.state("self"), args.rank("self")
-    if not _rows(state):
+    if not has_rows(state):
         return FREE
-    if _dim(args["dim"], rank) != state.dim:
+    if dim_in(args["dim"], rank) != state.dim:
         return state
     blocks = _slice_blocks(args, state, symbol)
     if blocks is None:
@@ -280,16 +200,16 @@ def _written_into(node, args: Args, symbol):
     """slice_scatter and select_scatter (x[:, :4] = y, functionalized): a write at other dims keeps the rows where the
     written values' rows lie where the destination's do; a write into some rows of the batch dim mixes."""
     self_state, src_state = args.state("self"), args.state("src")
-    if not _rows(self_state):
-        if _rows(src_state):
+    if not has_rows(self_state):
+        if has_rows(src_state):
             raise Mixes("writes the rows' values into a tensor without the batch dim")
         return FREE
-    dim = _dim(args["dim"], args.rank("self"))
+    dim = dim_in(args["dim"], args.rank("self"))
     selected = packet_of(node) == aten.select_scatter
     if dim == self_state.dim and (selected or _slice_blocks(args, self_state, symbol) != self_state.outer):
         raise Mixes("writes into some rows of the batch dim: a row's values land in other rows' places")
     place = self_state.dim - (1 if selected and dim < self_state.dim else 0)
-    if _rows(src_state) and (src_state.dim, src_state.inner, src_state.outer, src_state.numbers) != (
+    if has_rows(src_state) and (src_state.dim, src_state.inner, src_state.outer, src_state.numbers) != (
             place, self_state.inner, self_state.outer, False):
         raise NotKnown("writes values whose rows lie elsewhere than the destination's")
     return self_state
@@ -300,7 +220,7 @@ def _slice_blocks(args: Args, state: Rows, symbol):
     cuts rows apart."""
     size, block = args.shape("self")[state.dim], symbol * state.inner
     start, end = (_bound_of(args[name], size, default) for name, default in (("start", 0), ("end", size)))
-    first, last = _whole(start / block, symbol), _whole(end / block, symbol)
+    first, last = whole(start / block, symbol), whole(end / block, symbol)
     if args["step"] != 1 or first is None or last is None or not sympy.simplify(last - first).is_positive:
         return None
     return sympy.simplify(last - first)
@@ -308,9 +228,9 @@ def _slice_blocks(args: Args, state: Rows, symbol):
 
 def _selected(node, args: Args, symbol):
     state, rank = args.state("self"), args.rank("self")
-    if not _rows(state):
+    if not has_rows(state):
         return FREE
-    dim = _dim(args["dim"], rank)
+    dim = dim_in(args["dim"], rank)
     if dim == state.dim:
         raise Mixes("picks one row of the batch dim (x[i]): every row's answer would read that row")
     return dataclasses.replace(state, dim=state.dim - (dim < state.dim))
@@ -319,11 +239,11 @@ def _selected(node, args: Args, symbol):
 def _concatenated(node, args: Args, symbol):
     tensors = args["tensors"]
     out_rank = node.meta["val"].dim()
-    dim = _dim(args["dim"], out_rank)
+    dim = dim_in(args["dim"], out_rank)
     places = set()
     for tensor in tensors:
         state = args.states.get(tensor, FREE)
-        if _rows(state):
+        if has_rows(state):
             place = state.dim + (1 if packet_of(node) == aten.stack and state.dim >= dim else 0)
             if packet_of(node) == aten.cat and place == dim:
                 raise Mixes("joins tensors along the batch dim: rows move to other places")
@@ -334,9 +254,9 @@ def _concatenated(node, args: Args, symbol):
 def _split(node, args: Args, symbol):
     state, rank = args.state("self"), args.rank("self")
     count = len(node.meta["val"])
-    if not _rows(state):
+    if not has_rows(state):
         return tuple(FREE for _ in range(count))
-    dim = _dim(args["dim"], rank)
+    dim = dim_in(args["dim"], rank)
     if dim == state.dim:
         raise Mixes("splits the batch dim into pieces: each piece holds some rows")
     kept = state if packet_of(node) != aten.unbind else dataclasses.replace(state, dim=state.dim - (dim < state.dim))
@@ -354,13 +274,13 @@ def _products(node, args: Args, symbol):
     places = set()
     for name, out in ((left, out_of_left), (right, out_of_right)):
         state = args.state(name)
-        if _rows(state):
+        if has_rows(state):
             if state.dim not in out:
                 raise Mixes("contracts the batch dim (a product over the rows): every row's answer sums over the "
                              "other rows")
             places.add((out[state.dim], state.inner, state.outer))
     bias = "self" if packet in (aten.addmm, aten.baddbmm) else None
-    if bias is not None and _rows(args.state(bias)):
+    if bias is not None and has_rows(args.state(bias)):
         state = args.state(bias)
         places.add((node.meta["val"].dim() - args.rank(bias) + state.dim, state.inner, state.outer))
     return _one_place(places)
@@ -368,9 +288,9 @@ def _products(node, args: Args, symbol):
 
 def _convolved(node, args: Args, symbol):
     state = args.state("input")
-    if any(_rows(args.state(name)) for name in ("weight", "bias")):
+    if any(has_rows(args.state(name)) for name in ("weight", "bias")):
         raise NotKnown("convolves with a weight computed from the rows")
-    if not _rows(state):
+    if not has_rows(state):
         return FREE
     if state.dim != 0:
         raise Mixes(f"convolves across the batch dim (dim {state.dim}): a row's answer reads its neighbours")
@@ -379,7 +299,7 @@ def _convolved(node, args: Args, symbol):
 
 def _pooled(node, args: Args, symbol):
     state = args.state("self" if "self" in args.values else "input")  # upsample_nearest2d.vec names it input
-    if _rows(state) and state.dim >= 2:
+    if has_rows(state) and state.dim >= 2:
         raise Mixes(f"pools across the batch dim (dim {state.dim})")
     count = len(node.meta["val"]) if isinstance(node.meta["val"], (tuple, list)) else 0
     return tuple(state for _ in range(count)) if count else state
@@ -391,7 +311,7 @@ def _attended(node, args: Args, symbol):
     places = set()
     for name in ("query", "key", "value", "attn_mask"):
         state = args.state(name)
-        if _rows(state):
+        if has_rows(state):
             rank = args.rank(name)
             if state.dim >= rank - 2:
                 raise Mixes(f"attends across the batch dim ({name}'s dim {state.dim}): each row reads the others")
@@ -409,15 +329,15 @@ def _by_shape(value, state, symbol):
     dim, free where it has none."""
     if not isinstance(value, torch.Tensor) or not mentions(value, symbol):
         return FREE
-    return state if _rows(state) else Lost("an extra output of the batch size")
+    return state if has_rows(state) else Lost("an extra output of the batch size")
 
 
 def _normalized(node, args: Args, symbol):
     """layer norm normalizes the last dims, group norm each sample (dim 0), batch norm without training each channel."""
     packet, state = packet_of(node), args.state("input")
-    if any(_rows(args.state(name)) for name in ("weight", "bias", "running_mean", "running_var")):
+    if any(has_rows(args.state(name)) for name in ("weight", "bias", "running_mean", "running_var")):
         raise NotKnown("normalizes with a weight computed from the rows")
-    if not _rows(state):
+    if not has_rows(state):
         return tuple(FREE for _ in node.meta["val"])
     rank = args.rank("input")
     if packet in (aten.native_layer_norm, aten._fused_rms_norm) and state.dim >= rank - len(args["normalized_shape"]):
@@ -430,7 +350,7 @@ def _normalized(node, args: Args, symbol):
 
 
 def _embedded(node, args: Args, symbol):
-    if _rows(args.state("weight")):
+    if has_rows(args.state("weight")):
         raise NotKnown("looks up a table computed from the rows")
     return args.state("indices")
 
@@ -443,10 +363,10 @@ def _indexed(node, args: Args, symbol):
     indices = list(args["indices"])
     indexed = [dim for dim, index in enumerate(indices) if index is not None]
     states = {dim: args.states.get(indices[dim], FREE) for dim in indexed}
-    if _rows(self_state) and self_state.numbers:
+    if has_rows(self_state) and self_state.numbers:
         raise Mixes("indexes the row numbers: a row's answer would depend on its place in the batch")
     if any(indices[dim].meta["val"].dtype in (torch.bool, torch.uint8) for dim in indexed):
-        if _rows(self_state) or any(_rows(state) for state in states.values()):
+        if has_rows(self_state) or any(has_rows(state) for state in states.values()):
             raise Mixes("selects elements by a mask: the result's length is the batch's count of true values")
         return FREE
     width = max(indices[dim].meta["val"].dim() for dim in indexed)
@@ -455,14 +375,14 @@ def _indexed(node, args: Args, symbol):
     places = set()
     for dim in indexed:
         state = states[dim]
-        if _rows(state):
-            if state.numbers and not (_rows(self_state) and dim == self_state.dim):
+        if has_rows(state):
+            if state.numbers and not (has_rows(self_state) and dim == self_state.dim):
                 raise Mixes("indexes with the row numbers at a dim that is not the batch dim")
             places.add((front + width - indices[dim].meta["val"].dim() + state.dim, state.inner, state.outer))
-    if _rows(self_state):
+    if has_rows(self_state):
         dim = self_state.dim
         if dim in indexed:
-            if not (_rows(states[dim]) and states[dim].numbers and (self_state.inner, self_state.outer) == (1, 1)):
+            if not (has_rows(states[dim]) and states[dim].numbers and (self_state.inner, self_state.outer) == (1, 1)):
                 raise Mixes("indexes across the batch dim (x[ids]): a row's answer reads the rows its index names")
         else:
             kept = [d for d in range(rank) if d not in indexed]
@@ -473,23 +393,23 @@ def _indexed(node, args: Args, symbol):
 
 def _gathered(node, args: Args, symbol):
     self_state, index_state, rank = args.state("self"), args.state("index"), args.rank("self")
-    dim = _dim(args["dim"], rank)
+    dim = dim_in(args["dim"], rank)
     for state in (self_state, index_state):
-        if _rows(state) and state.dim == dim:
+        if has_rows(state) and state.dim == dim:
             raise Mixes("gathers along the batch dim: a row's answer reads the rows its index names")
-    if _rows(self_state) and not (_rows(index_state) and index_state.dim == self_state.dim):
+    if has_rows(self_state) and not (has_rows(index_state) and index_state.dim == self_state.dim):
         raise Mixes("gathers rows of the batch by an index without them: a row's answer reads other rows")
-    return _one_place({(s.dim, s.inner, s.outer) for s in (self_state, index_state) if _rows(s)})
+    return _one_place({(s.dim, s.inner, s.outer) for s in (self_state, index_state) if has_rows(s)})
 
 
 def _scattered(node, args: Args, symbol):
     states = [args.state(name) for name in ("self", "index", "src") if name in args.values]
-    dim = _dim(args["dim"], args.rank("self"))
-    if any(_rows(s) and s.dim == dim for s in states):
+    dim = dim_in(args["dim"], args.rank("self"))
+    if any(has_rows(s) and s.dim == dim for s in states):
         raise Mixes("writes along the batch dim at indices: a row's values land in other rows")
-    if not _rows(args.state("self")) and any(_rows(s) for s in states):
+    if not has_rows(args.state("self")) and any(has_rows(s) for s in states):
         raise Mixes("writes the rows' values into a tensor without the batch dim")
-    return _one_place({(s.dim, s.inner, s.outer) for s in states if _rows(s)})
+    return _one_place({(s.dim, s.inner, s.outer) for s in states if has_rows(s)})
 
 
 def _put(node, args: Args, symbol):
@@ -499,18 +419,18 @@ def _put(node, args: Args, symbol):
     self_state, values_state = args.state("self"), args.state("values")
     indices = [index for index in args["indices"]]
     index_states = [args.states.get(index, FREE) if index is not None else FREE for index in indices]
-    if not _rows(self_state):
-        if _rows(values_state) or any(_rows(s) for s in index_states):
+    if not has_rows(self_state):
+        if has_rows(values_state) or any(has_rows(s) for s in index_states):
             raise Mixes("writes the rows' values into a tensor without the batch dim")
         return FREE
     indexed = [dim for dim, index in enumerate(indices) if index is not None]
     if self_state.dim in indexed:
         mask = indices[0] if len(indices) == 1 else None
-        if mask is not None and mask.meta["val"].dtype == torch.bool and _rows(index_states[0]) \
+        if mask is not None and mask.meta["val"].dtype == torch.bool and has_rows(index_states[0]) \
                 and dataclasses.replace(index_states[0], numbers=False) == self_state and values_state == FREE:
             return self_state  # x[mask] = value: each row's mask picks its own elements
         raise Mixes("writes at indices of the batch dim: a row's values land in other rows")
-    if any(_rows(s) for s in index_states) or _rows(values_state):
+    if any(has_rows(s) for s in index_states) or has_rows(values_state):
         raise NotKnown("writes values or indices of the rows at other dims")
     return self_state
 
@@ -543,10 +463,10 @@ RULES = {
         aten.cumsum, aten.cumprod, aten.logcumsumexp, aten.cummax, aten.cummin, aten._softmax, aten._log_softmax,
         aten.softmax, aten.log_softmax, aten.sort, aten.argsort, aten.topk, aten.kthvalue, aten.median, aten.mode,
         aten.flip, aten.nanmedian)},
-    aten.roll: _along(lambda args, rank: _dims(args["dims"], rank)),  # no dims: the flattened tensor rolls
+    aten.roll: _along(lambda args, rank: dims_in(args["dims"], rank)),  # no dims: the flattened tensor rolls
     aten.tril: _along(lambda args, rank: [rank - 2, rank - 1]),
     aten.triu: _along(lambda args, rank: [rank - 2, rank - 1]),
-    aten.unfold: _along(lambda args, rank: [_dim(args["dimension"], rank)]),
+    aten.unfold: _along(lambda args, rank: [dim_in(args["dimension"], rank)]),
     aten.constant_pad_nd: _padded,
     aten.slice: _sliced,
     aten.slice_scatter: _written_into,
@@ -581,18 +501,14 @@ RULES = {
 
 def _selected_by_index(node, args: Args):
     self_state, index_state, rank = args.state("self"), args.state("index"), args.rank("self")
-    dim = _dim(args["dim"], rank)
-    if _rows(self_state) and self_state.dim == dim:
+    dim = dim_in(args["dim"], rank)
+    if has_rows(self_state) and self_state.dim == dim:
         raise Mixes("selects rows of the batch dim by an index: a row's answer reads the rows its index names")
-    if _rows(self_state) and _rows(index_state):
+    if has_rows(self_state) and has_rows(index_state):
         raise NotKnown("selects with an index of the rows at another dim")
-    if _rows(index_state):
+    if has_rows(index_state):
         return Rows(dim)
     return self_state
-
-
-def packet_of(node):
-    return getattr(node.target, "overloadpacket", None)
 
 
 def rule_for(node):
@@ -613,32 +529,3 @@ def _is_pointwise(node) -> bool:
     return isinstance(node.target, torch._ops.OpOverload) and torch.Tag.pointwise in node.target.tags
 
 
-def size_of(size):
-    if isinstance(size, (torch.SymInt, torch.SymFloat)):
-        return size.node.expr
-    return sympy.sympify(size)
-
-
-def _inner(size, symbol):
-    """g where a dim's size is the batch size times g, else None."""
-    return _whole(size / symbol, symbol)
-
-
-def _whole(ratio, symbol):
-    """``ratio`` where it is a whole product of sizes (no fraction left, no batch symbol), else None."""
-    ratio = sympy.cancel(ratio)
-    if symbol in ratio.free_symbols or sympy.fraction(sympy.together(ratio))[1] != 1:
-        return None
-    return ratio
-
-
-def free_symbols(value) -> set:
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return value.node.expr.free_symbols
-    return set()
-
-
-def mentions(value, symbol) -> bool:
-    """Whether a tensor's (or tensors') shape holds the batch symbol."""
-    return any(symbol in free_symbols(size) for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)
-               for size in leaf.shape)
