@@ -329,7 +329,7 @@ def test_a_mix_past_a_threshold_no_probe_reaches_is_recorded_and_refused_batchin
     from aotcuda.errors import ServingConfigError
     from aotcuda.runtime.package import read_signature
     from aotcuda.runtime.specs import specs_from_signature
-    from aotcuda.serving.batching import serving_plan
+    from aotcuda.serving.batching import graph_rows_reason, serving_plan
 
     class Gated(torch.nn.Module):
         def forward(self, x):
@@ -344,8 +344,10 @@ def test_a_mix_past_a_threshold_no_probe_reaches_is_recorded_and_refused_batchin
     assert signature["rows_graph"] == "mixes" and "aten.amax" in signature["rows_graph_reason"]
     assert "test_batch_rows.py" in signature["rows_graph_reason"]
     inputs, outputs = specs_from_signature(signature, str(path))
-    with pytest.raises(ServingConfigError, match="cannot be batched: an output's row depends on other rows"):
-        serving_plan(inputs, outputs, 8, str(path), rows_mixed=signature["rows_mixed"])
+    with pytest.raises(ServingConfigError, match="cannot be batched: an output's row depends on other rows .*"
+                                                 "found it in the program's graph: aten.amax.default computes along"):
+        serving_plan(inputs, outputs, 8, str(path), rows_mixed=signature["rows_mixed"],
+                     rows_found=graph_rows_reason(signature))
     alice, mallory = torch.randn(2, 3), torch.full((2, 3), 1e7)
     assert not torch.allclose(Gated()(torch.cat([alice, mallory]))[:2], Gated()(alice))
 

@@ -364,6 +364,24 @@ def test_a_rows_mixed_record_that_is_not_a_bool_is_refused_when_the_package_is_r
         parse_signature(json.dumps({**signature, "rows_not_probed": "A" * 50_000}).encode(), "sig.json", "p.pt2")
 
 
+def test_a_refusal_of_batching_says_where_the_graph_found_the_rows_mixed_with_the_packages_text_escaped():
+    """(rows41) lowering's graph walk records where rows mix (rows_graph_reason); serve's refusal says so, not that the
+    probe ran (it did not), and the package's text reaches the terminal escaped (a reason of ESC sequences)."""
+    from aotcuda.serving.batching import graph_rows_reason
+
+    inputs, outputs = (spec("x", "b", 4),), (spec("y", "b", 4),)
+    signature = {"rows_mixed": True, "rows_graph": "mixes",
+                 "rows_graph_reason": "aten.amax.default computes along the batch dim (m.py:3)\x1b[2J"}
+    with pytest.raises(ServingConfigError) as caught:
+        serving_plan(inputs, outputs, 8, "gated.pt2", rows_mixed=True, rows_found=graph_rows_reason(signature))
+    assert "found it in the program's graph: aten.amax.default computes along the batch dim (m.py:3)\\x1b[2J" \
+        in str(caught.value)
+    assert "\x1b" not in str(caught.value)
+    assert graph_rows_reason({**signature, "rows_graph": "kept apart"}) is None
+    with pytest.raises(ServingConfigError, match="lowering ran it on the example inputs"):
+        serving_plan(inputs, outputs, 8, "centered.pt2", rows_mixed=True)
+
+
 @pytest.mark.parametrize("record", [{"rows_graph": "proved"}, {"rows_graph": True},
                                     {"rows_graph": "mixes", "rows_mixed": False}, {"rows_graph": "mixes"},
                                     {"rows_graph_reason": 3}, {"rows_graph_reason": "A" * 50_000}])
