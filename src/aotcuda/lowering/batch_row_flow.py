@@ -21,6 +21,7 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from aotcuda.errors import clipped
 from aotcuda.lowering.batch_row_rules import keeps_row_numbers, rule_for
@@ -80,9 +81,8 @@ def _verdict(ep: ExportedProgram, states: dict) -> RowFlow:
     user_outputs = set(ep.graph_signature.user_outputs)
     output = next(node for node in ep.graph.nodes if node.op == "output")
     lost = None
-    for place, node in enumerate(n for n in pytree.tree_leaves(output.args) if isinstance(n, torch.fx.Node)):
-        if node.name not in user_outputs:
-            continue
+    returned = [n for n in pytree.tree_leaves(output.args) if isinstance(n, torch.fx.Node) and n.name in user_outputs]
+    for place, node in enumerate(returned):
         state = states.get(node, FREE)
         if isinstance(state, Mixed):
             return RowFlow(MIXES, state.reason)
@@ -96,6 +96,11 @@ def _verdict(ep: ExportedProgram, states: dict) -> RowFlow:
 
 def _state_of(node: torch.fx.Node, states: dict, symbol) -> object:
     """The state of a call_function node's value (a tuple of states for an op of several outputs)."""
+    value = node.meta.get("val")
+    if isinstance(value, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)) \
+            and not free_unbacked_symbols(value) and node.target is not aten._local_scalar_dense.default:
+        # a size of the inputs' shapes (x.shape[0], a mixed tensor's dim 1): no row's value is in it
+        return SIZE if symbol in free_symbols(value) else FREE
     inputs = [leaf for leaf in pytree.tree_leaves([states.get(n, FREE) for n in node.all_input_nodes])]
     mixed = next((state for state in inputs if isinstance(state, Mixed)), None)
     if mixed is not None:
@@ -103,7 +108,6 @@ def _state_of(node: torch.fx.Node, states: dict, symbol) -> object:
     if node.target is operator.getitem:
         source = states.get(node.args[0], FREE)
         return source[node.args[1]] if isinstance(source, tuple) else source
-    value = node.meta.get("val")
     lost = next((state for state in inputs if isinstance(state, Lost)), None)
     if value is None or isinstance(value, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
         if node.target is aten._local_scalar_dense.default and any(isinstance(s, Rows) for s in inputs):
