@@ -207,11 +207,27 @@ def test_row_local_programs_are_proved_kept_apart_and_eager_agrees(name):
 
 
 def test_an_op_the_walk_does_not_know_leaves_the_probe_to_say():
-    """An op without a rule (here the FFT kernel the complex pass calls) is "not proved", naming it: the probe's
-    record stands alone."""
-    ep, _ = _exported(lambda m, x, ids: torch.fft.rfft(x, dim=-1).abs())
+    """An op without a rule (here a while_loop) is "not proved", naming it: the probe's record stands alone."""
+    from torch._higher_order_ops import while_loop
+
+    def body(m, x, ids):
+        return while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 0.5), (torch.zeros((), dtype=torch.long), x))[1]
+
+    ep, _ = _exported(body)
     flow = row_flow(ep)
-    assert flow.verdict == NOT_PROVED and "fft" in flow.reason and "row analysis does not know" in flow.reason
+    assert flow.verdict == NOT_PROVED and "while_loop" in flow.reason and "does not know" in flow.reason
+
+
+def test_aotcudas_fft_kernel_is_followed():
+    """The complex pass makes torch.fft an aotcuda FFT kernel (kernels/fft_cpu.py): a transform along the features
+    keeps the rows (it was "not proved", an op the walk did not know)."""
+    def body(m, x, ids):
+        return torch.fft.irfft(torch.fft.rfft(x, dim=-1) * 2, n=8, dim=-1)
+
+    ep, (x, ids) = _exported(body)
+    assert row_flow(ep) == row_flow(ep).__class__(KEPT_APART)
+    fresh = torch.randn(5, 8)
+    torch.testing.assert_close(ep.module()(fresh, ids[:1].expand(5))[2:3], ep.module()(fresh[2:3], ids[:1]))
 
 
 def test_a_program_serving_does_not_batch_is_not_walked():

@@ -366,10 +366,13 @@ def test_lower_warns_once_and_records_why_where_the_rows_were_not_probed(tmp_pat
         def forward(self, x):
             return x - x.mean(0, keepdim=True)
 
-    class CenteredSpectrum(torch.nn.Module):  # a mix behind an op the graph walk does not know (batch_row_flow.py)
+    class HalvedCentered(torch.nn.Module):  # a mix behind an op the graph walk does not know (batch_row_flow.py)
         def forward(self, x):
-            spectrum = torch.fft.rfft(x, dim=-1).abs()
-            return spectrum - spectrum.mean(0, keepdim=True)
+            from torch._higher_order_ops import while_loop
+
+            zero = torch.zeros((), dtype=torch.long)
+            y = while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, y * 0.5), (zero, x))[1]
+            return y - y.mean(0, keepdim=True)
 
     monkeypatch.setattr(pipeline, "_compile", _empty_package)
 
@@ -383,11 +386,11 @@ def test_lower_warns_once_and_records_why_where_the_rows_were_not_probed(tmp_pat
         said = [str(w.message) for w in caught if "was not probed" in str(w.message)]
         return read_signature(str(path)), said
 
-    signature, said = lowered("0", CenteredSpectrum())
+    signature, said = lowered("0", HalvedCentered())
     assert (signature["rows_mixed"], signature["rows_not_probed"]) == (None, "AOTCUDA_BATCH_ROWS_PROBE=0")
     assert signature["rows_graph"] == "not proved"
     assert len(said) == 1 and said[0].startswith("aotcuda: ") and "--max-batch-size 1" in said[0]
-    signature, said = lowered("1", CenteredSpectrum())
+    signature, said = lowered("1", HalvedCentered())
     assert signature["rows_mixed"] is True and "rows_not_probed" not in signature and said == []
     # (rows41) a mix the graph shows is recorded without the probe: nothing to warn of
     signature, said = lowered("0", Centered())

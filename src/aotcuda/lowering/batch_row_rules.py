@@ -435,6 +435,20 @@ def _put(node, args: Args, symbol):
     return self_state
 
 
+def _transformed(node, args: Args, symbol):
+    """aotcuda's FFT kernels (kernels/fft_rows.py, fft_cpu.py: a DFT along ``dim`` of x, of the complex dims where x
+    is a pair): the other dims keep their order; a transform along the batch dim mixes."""
+    state = args.state("x")
+    if any(has_rows(args.state(name)) for name in ("tables", "window")) or has_rows(args.state("weight")):
+        raise NotKnown("transforms with a table, window or weight computed from the rows")
+    if not has_rows(state):
+        return FREE
+    pair = args["kind"] in ("c2c", "c2r")
+    if dim_in(args["dim"], args.rank("x") - pair) == state.dim:
+        raise Mixes(f"transforms along the batch dim (dim {state.dim}): every row's answer reads the other rows")
+    return state
+
+
 def _counted(node, args: Args, symbol):
     raise Mixes("lists the nonzero elements of every row together: the result's length is the batch's count")
 
@@ -446,6 +460,7 @@ _SAME = (aten.alias, aten.clone, aten.contiguous, aten.detach, aten.view_as_real
 # ops a tensor of row numbers may pass through unmixed: views and copies, and the index it is meant for
 _NUMBERS_KEPT = {aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, aten.squeeze, aten.expand, aten.permute,
                  aten._to_copy, aten.clone, aten.alias, aten.index, aten._unsafe_index}
+_AOTCUDA_FFTS = ("aotcuda.fft_rows.default", "aotcuda.fft_rows_cpu.default")
 RULES = {
     **{packet: _reshaped for packet in (aten.view, aten._unsafe_view, aten.reshape, aten.unsqueeze, aten.squeeze)},
     **{packet: _permuted for packet in (aten.permute, aten.transpose, aten.t)},
@@ -514,6 +529,8 @@ def _selected_by_index(node, args: Args):
 def rule_for(node):
     """The rule of a call_function node's op, None for an op the walk does not know. An elementwise op by ATen's tag
     first: max.other is elementwise, max.dim a reduction."""
+    if str(node.target) in _AOTCUDA_FFTS:  # by name: the ops exist only once aotcuda's kernels are imported
+        return _transformed
     packet = packet_of(node)
     if packet in _SAME:  # clone is tagged elementwise, but keeps the row numbers' mark, which _pointwise drops
         return _same
