@@ -2928,6 +2928,28 @@ def test_inspect_says_where_lowering_did_not_probe_the_batch_rows(tmp_path):
             "aotcuda serve batches it unchecked") in result.output.splitlines(), result.output
 
 
+@pytest.mark.parametrize("record, line", [
+    ({"rows_mixed": False, "rows_graph": "kept apart"}, "rows kept apart along dim 0: proved by the graph, and probed"),
+    ({"rows_mixed": False, "rows_graph": "not proved", "rows_graph_reason": "while_loop is not known"},
+     "rows kept apart along dim 0: probed, not proved by the graph (while_loop is not known)"),
+    ({"rows_mixed": True, "rows_graph": "mixes", "rows_graph_reason": "aten.amax.default computes along the batch dim"},
+     "rows mixed along dim 0: an output's row depends on other rows of the batch dim; aotcuda serve refuses "
+     "--max-batch-size above 1: found in the graph (aten.amax.default computes along the batch dim)"),
+    ({"rows_mixed": True}, "rows mixed along dim 0: an output's row depends on other rows of the batch dim; aotcuda "
+     "serve refuses --max-batch-size above 1"),
+])
+def test_inspect_says_whether_the_graph_proved_the_batch_rows_kept_apart(tmp_path, record, line):
+    """(rows41) lowering walks the program's graph (lowering/batch_row_flow.py) beside its probe: inspect says whether
+    the rows were proved kept apart by the graph or probed only, and where the graph found a mix."""
+    import json
+
+    signature = {"format": "aotcuda.signature", "version": 2, "inputs": [], "outputs": [], **record}
+    path = _small_package(tmp_path / "p.pt2", json.dumps(signature))
+    result = CliRunner().invoke(main, ["inspect", path], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert line in result.output.splitlines(), result.output
+
+
 def test_serve_says_once_that_it_batches_a_package_whose_rows_were_not_probed(tmp_path, caplog):
     """(review40b) serve batched a package whose rows lowering had not probed (rows_mixed null, or a package of an
     older aotcuda without the record) without a word: one line says so, before Ray starts; none for a probed one."""

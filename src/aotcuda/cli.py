@@ -1282,12 +1282,9 @@ def inspect(package, signing_key_file, as_json):
             cause = training_norm_cause(state)
             console.print(f"state written at every call: {shown(_clip(names, 5 * SHOWN_CHARS))}"
                           + (f" ({cause})" if cause else ""), highlight=False, soft_wrap=True)
-        if signature.get("rows_mixed") is True:  # lowering's probe (lowering/batch_rows.py): serving batches it not
-            console.print("rows mixed along dim 0: an output's row depends on other rows of the batch dim; aotcuda serve "
-                          "refuses --max-batch-size above 1", highlight=False, soft_wrap=True)
-        elif signature.get("rows_mixed") is None and isinstance(signature.get("rows_not_probed"), str):
-            console.print(f"rows: not probed ({shown(_clip(signature['rows_not_probed'], 2 * SHOWN_CHARS))}); aotcuda "
-                          "serve batches it unchecked", highlight=False, soft_wrap=True)
+        rows_line = _rows_line(signature)
+        if rows_line:
+            console.print(rows_line, highlight=False, soft_wrap=True)
     else:
         console.print("no aotcuda signature entry (not written by aotcuda.lower): inputs/outputs unknown",
                       soft_wrap=True)
@@ -1398,6 +1395,28 @@ def _unbounded_inner_sizes(recorded, unbounded_size, said: set[str]) -> list[str
             said |= symbols
             lines.append(unbounded_size([size]))
     return lines
+
+
+def _rows_line(signature: dict) -> str | None:
+    """inspect's line of the batch rows: mixed (lowering's graph walk, lowering/batch_row_flow.py, with where; or its
+    probe, lowering/batch_rows.py), not probed, or kept apart, proved by the graph or probed; None for a package of an
+    older aotcuda or one serving does not batch."""
+    mixed, graph = signature.get("rows_mixed"), signature.get("rows_graph")
+    reason = signature.get("rows_graph_reason")
+    why = f" ({shown(_clip(reason, 2 * SHOWN_CHARS))})" if isinstance(reason, str) else ""
+    if mixed is True:
+        where = f": found in the graph{why}" if graph == "mixes" else ""
+        return ("rows mixed along dim 0: an output's row depends on other rows of the batch dim; aotcuda serve refuses "
+                f"--max-batch-size above 1{where}")
+    proved = "; proved kept apart by the graph" if graph == "kept apart" else ""
+    if mixed is None and isinstance(signature.get("rows_not_probed"), str):
+        return (f"rows: not probed ({shown(_clip(signature['rows_not_probed'], 2 * SHOWN_CHARS))}); aotcuda serve "
+                f"batches it unchecked{proved}")
+    if mixed is False and graph == "kept apart":
+        return "rows kept apart along dim 0: proved by the graph, and probed"
+    if mixed is False and graph == "not proved":
+        return f"rows kept apart along dim 0: probed, not proved by the graph{why}"
+    return None
 
 
 def _constant_inputs_line(signature: dict) -> str | None:

@@ -56,6 +56,13 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
      "rows_not_probed": "the program failed on every changed example (4 runs)",
                                         # (optional) where rows_mixed is null although serving would batch the
                                         # program's shapes: why; `aotcuda inspect` shows it
+     "rows_graph": "kept apart",        # (optional) what lowering's walk of the program's graph found of its rows
+                                        # (lowering/batch_row_flow.py): "kept apart" (proved: every output row
+                                        # is computed from the inputs' same row alone), "mixes" (then rows_mixed
+                                        # is true) or "not proved" (an op it does not know; the probe's record
+                                        # stands alone); absent: older aotcuda, or a program serving does not batch
+     "rows_graph_reason": "aten.mean.dim computes along the batch dim (dim 0): ... (model.py:12: ...)",
+                                        # (optional) for "mixes" and "not proved": the op and the model's line
      "data_dependent_sizes": [{"expr": "u0", "min": 0, "max": null}, ...],
                                         # (optional) every size the program computes from an input's values
                                         # (an unbacked symbol), output or intermediate, with its range:
@@ -523,7 +530,9 @@ def parse_signature(data: bytes, entry: str, path: str, read_expression=None) ->
 def check_rows_record(signature: dict, entry: str, path: str) -> None:
     """Refuse (PackageError naming the field) a ``rows_mixed`` that is not absent, null or a JSON bool, and a
     ``rows_not_probed`` that is not absent or a string: serving refuses batching only for a JSON true, so a "yes" or a
-    1 of a damaged or hostile package would have batched a program whose record says its rows mix."""
+    1 of a damaged or hostile package would have batched a program whose record says its rows mix. Likewise a
+    ``rows_graph`` that is not absent or one of ROWS_GRAPH_VERDICTS, a "mixes" beside a rows_mixed that is not true,
+    and a ``rows_graph_reason`` that is not absent or a string."""
     mixed = signature.get("rows_mixed")
     if mixed is not None and not isinstance(mixed, bool):
         raise PackageError(f"{path!r}: {entry}: rows_mixed is {clipped(repr(mixed), 80)}, not true, false or null; no "
@@ -536,8 +545,22 @@ def check_rows_record(signature: dict, entry: str, path: str) -> None:
         raise PackageError(f"{path!r}: {entry}: rows_not_probed is {len(why)} characters, more than the "
                            f"{ROWS_REASON_CHARACTERS} aotcuda writes; the package is damaged or hostile. Lower the "
                            "model again")
+    graph = signature.get("rows_graph")
+    if graph is not None and graph not in ROWS_GRAPH_VERDICTS:
+        raise PackageError(f"{path!r}: {entry}: rows_graph is {clipped(repr(graph), 80)}, not one of "
+                           f"{', '.join(map(repr, ROWS_GRAPH_VERDICTS))}; no package aotcuda writes holds that, so it "
+                           "is damaged or hostile. Lower the model again")
+    if graph == "mixes" and mixed is not True:  # serving reads rows_mixed alone: the two must agree
+        raise PackageError(f"{path!r}: {entry}: rows_graph says the rows mix but rows_mixed is {mixed!r}, not true; no "
+                           "package aotcuda writes holds that, so it is damaged or hostile. Lower the model again")
+    reason = signature.get("rows_graph_reason")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > ROWS_REASON_CHARACTERS):
+        raise PackageError(f"{path!r}: {entry}: rows_graph_reason is not a string of at most "
+                           f"{ROWS_REASON_CHARACTERS} characters; no package aotcuda writes holds that, so it is "
+                           "damaged or hostile. Lower the model again")
 
 
+ROWS_GRAPH_VERDICTS = ("kept apart", "mixes", "not proved")  # lowering/batch_row_flow.py's, as it writes them
 ROWS_REASON_CHARACTERS = 1000  # lowering writes a sentence and up to 200 characters of an exception (batch_rows.py)
 
 

@@ -308,45 +308,94 @@ def test_the_probe_can_be_switched_off_and_then_says_so(monkeypatch):
     assert probe_rows(ep, args, {}).mixed is True
 
 
+def _empty_package(ep, path, configs):
+    """lower()'s compile replaced by an empty package: the steps after it read the signature, not the code."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("pkg/archive_format", "pt2")
+        archive.writestr("pkg/data/aotinductor/model/abc.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
+        archive.writestr("pkg/data/aotinductor/model/abc.wrapper.so", b"\x7fELF")
+        archive.writestr("pkg/data/aotinductor/model/abc.wrapper.cpp", "void run() { }\n")
+
+
+def test_a_mix_past_a_threshold_no_probe_reaches_is_recorded_and_refused_batching(tmp_path, monkeypatch):
+    """(rows41) torch.where(x.abs().amax() > 1e6, x.sum(0, keepdim=True).expand_as(x), x): the probe's changes of a
+    row (another row, x*2+1, x*1000) never reach 1e6, so lower() recorded rows_mixed false and serving batched it; the
+    graph walk (lowering/batch_row_flow.py) finds the amax across the batch dim: rows_mixed true, with the op and the
+    line, and the serving plan refuses batching. Eager shows the leak: a client's row of 1e7 moves another's answer."""
+    import aotcuda
+    import aotcuda.lowering.pipeline as pipeline
+    from aotcuda.errors import ServingConfigError
+    from aotcuda.runtime.package import read_signature
+    from aotcuda.runtime.specs import specs_from_signature
+    from aotcuda.serving.batching import graph_rows_reason, serving_plan
+
+    class Gated(torch.nn.Module):
+        def forward(self, x):
+            return torch.where(x.abs().amax() > 1e6, x.sum(0, keepdim=True).expand_as(x), x)
+
+    monkeypatch.setattr(pipeline, "_compile", _empty_package)
+    path = tmp_path / "gated.pt2"
+    aotcuda.lower(Gated(), (torch.randn(4, 3),), dynamic_shapes=({0: Dim("batch", max=64)},), device="cpu",
+                  package_path=path)
+    signature = read_signature(str(path))
+    assert signature["rows_mixed"] is True
+    assert signature["rows_graph"] == "mixes" and "aten.amax" in signature["rows_graph_reason"]
+    assert "test_batch_rows.py" in signature["rows_graph_reason"]
+    inputs, outputs = specs_from_signature(signature, str(path))
+    with pytest.raises(ServingConfigError, match="cannot be batched: an output's row depends on other rows .*"
+                                                 "found it in the program's graph: aten.amax.default computes along"):
+        serving_plan(inputs, outputs, 8, str(path), rows_mixed=signature["rows_mixed"],
+                     rows_found=graph_rows_reason(signature))
+    alice, mallory = torch.randn(2, 3), torch.full((2, 3), 1e7)
+    assert not torch.allclose(Gated()(torch.cat([alice, mallory]))[:2], Gated()(alice))
+
+
 def test_lower_warns_once_and_records_why_where_the_rows_were_not_probed(tmp_path, monkeypatch):
     """lower()'s side of a record that is None although serving would batch the shapes: one `aotcuda:` UserWarning
     (batching it unchecked; serve it with --max-batch-size 1) and the reason in the signature; nothing said where the
     probe ran. The compile is replaced by an empty package (the steps after it read the signature, not the code)."""
     import warnings
-    import zipfile
 
     import aotcuda
     import aotcuda.lowering.pipeline as pipeline
     from aotcuda.runtime.package import read_signature
 
-    def no_compile(ep, path, configs):
-        with zipfile.ZipFile(path, "w") as archive:
-            archive.writestr("pkg/archive_format", "pt2")
-            archive.writestr("pkg/data/aotinductor/model/abc.wrapper_metadata.json", '{"AOTI_DEVICE_KEY": "cpu"}')
-            archive.writestr("pkg/data/aotinductor/model/abc.wrapper.so", b"\x7fELF")
-            archive.writestr("pkg/data/aotinductor/model/abc.wrapper.cpp", "void run() { }\n")
-
     class Centered(torch.nn.Module):
         def forward(self, x):
             return x - x.mean(0, keepdim=True)
 
-    monkeypatch.setattr(pipeline, "_compile", no_compile)
+    class HalvedCentered(torch.nn.Module):  # a mix behind an op the graph walk does not know (batch_row_flow.py)
+        def forward(self, x):
+            from torch._higher_order_ops import while_loop
 
-    def lowered(probe: str):
+            zero = torch.zeros((), dtype=torch.long)
+            y = while_loop(lambda i, y: i < 2, lambda i, y: (i + 1, y * 0.5), (zero, x))[1]
+            return y - y.mean(0, keepdim=True)
+
+    monkeypatch.setattr(pipeline, "_compile", _empty_package)
+
+    def lowered(probe: str, model):
         monkeypatch.setenv("AOTCUDA_BATCH_ROWS_PROBE", probe)
-        path = tmp_path / f"centered{probe}.pt2"
+        path = tmp_path / f"{type(model).__name__}{probe}.pt2"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            aotcuda.lower(Centered(), (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch", max=64)},), device="cpu",
+            aotcuda.lower(model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("batch", max=64)},), device="cpu",
                           package_path=path)
         said = [str(w.message) for w in caught if "was not probed" in str(w.message)]
         return read_signature(str(path)), said
 
-    signature, said = lowered("0")
+    signature, said = lowered("0", HalvedCentered())
     assert (signature["rows_mixed"], signature["rows_not_probed"]) == (None, "AOTCUDA_BATCH_ROWS_PROBE=0")
+    assert signature["rows_graph"] == "not proved"
     assert len(said) == 1 and said[0].startswith("aotcuda: ") and "--max-batch-size 1" in said[0]
-    signature, said = lowered("1")
+    signature, said = lowered("1", HalvedCentered())
     assert signature["rows_mixed"] is True and "rows_not_probed" not in signature and said == []
+    # (rows41) a mix the graph shows is recorded without the probe: nothing to warn of
+    signature, said = lowered("0", Centered())
+    assert (signature["rows_mixed"], signature["rows_graph"]) == (True, "mixes") and said == []
+    assert "rows_not_probed" not in signature and "aten.mean.dim" in signature["rows_graph_reason"]
 
 
 def test_a_switch_value_that_is_no_flag_is_refused_before_the_compile(tmp_path, monkeypatch):

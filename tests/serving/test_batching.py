@@ -362,3 +362,42 @@ def test_a_rows_mixed_record_that_is_not_a_bool_is_refused_when_the_package_is_r
         parse_signature(json.dumps({**signature, "rows_not_probed": [record]}).encode(), "sig.json", "p.pt2")
     with pytest.raises(PackageError, match="rows_not_probed is 50000 characters"):  # review40d: 50 KB was read
         parse_signature(json.dumps({**signature, "rows_not_probed": "A" * 50_000}).encode(), "sig.json", "p.pt2")
+
+
+def test_a_refusal_of_batching_says_where_the_graph_found_the_rows_mixed_with_the_packages_text_escaped():
+    """(rows41) lowering's graph walk records where rows mix (rows_graph_reason); serve's refusal says so, not that the
+    probe ran (it did not), and the package's text reaches the terminal escaped (a reason of ESC sequences)."""
+    from aotcuda.serving.batching import graph_rows_reason
+
+    inputs, outputs = (spec("x", "b", 4),), (spec("y", "b", 4),)
+    signature = {"rows_mixed": True, "rows_graph": "mixes",
+                 "rows_graph_reason": "aten.amax.default computes along the batch dim (m.py:3)\x1b[2J"}
+    with pytest.raises(ServingConfigError) as caught:
+        serving_plan(inputs, outputs, 8, "gated.pt2", rows_mixed=True, rows_found=graph_rows_reason(signature))
+    assert "found it in the program's graph: aten.amax.default computes along the batch dim (m.py:3)\\x1b[2J" \
+        in str(caught.value)
+    assert "\x1b" not in str(caught.value)
+    assert graph_rows_reason({**signature, "rows_graph": "kept apart"}) is None
+    with pytest.raises(ServingConfigError, match="lowering ran it on the example inputs"):
+        serving_plan(inputs, outputs, 8, "centered.pt2", rows_mixed=True)
+
+
+@pytest.mark.parametrize("record", [{"rows_graph": "proved"}, {"rows_graph": True},
+                                    {"rows_graph": "mixes", "rows_mixed": False}, {"rows_graph": "mixes"},
+                                    {"rows_graph_reason": 3}, {"rows_graph_reason": "A" * 50_000}])
+def test_a_rows_graph_record_that_aotcuda_does_not_write_is_refused_when_the_package_is_read(record):
+    """(rows41) The graph walk's verdict (lowering/batch_row_flow.py) is read from a package, outside input: a verdict
+    that is not one of the three, a "mixes" beside a rows_mixed that is not true (serving reads rows_mixed alone), or a
+    reason that is no bounded string is refused; the records lowering writes, and packages without them, load."""
+    import json
+
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import READ_VERSIONS, SIGNATURE_FORMAT, parse_signature
+
+    signature = {"format": SIGNATURE_FORMAT, "version": max(READ_VERSIONS), "inputs": [], "outputs": []}
+    for good in ({}, {"rows_mixed": False, "rows_graph": "kept apart"},
+                 {"rows_mixed": True, "rows_graph": "mixes", "rows_graph_reason": "aten.mean.dim ... (m.py:3: ...)"},
+                 {"rows_mixed": None, "rows_not_probed": "why", "rows_graph": "not proved", "rows_graph_reason": "op"}):
+        parse_signature(json.dumps({**signature, **good}).encode(), "sig.json", "p.pt2")
+    with pytest.raises(PackageError, match="rows_graph"):
+        parse_signature(json.dumps({**signature, **record}).encode(), "sig.json", "p.pt2")

@@ -52,9 +52,10 @@ import torch.utils._pytree as pytree
 from torch.export import ExportedProgram
 
 from aotcuda import standard_descriptors
-from aotcuda.errors import MissingFallbackKernelsError, PackageError, clipped, quoted
+from aotcuda.errors import MissingFallbackKernelsError, PackageError, quoted
 from aotcuda.lowering import torch_fixes
 from aotcuda.lowering.archive_writer import ArchiveWriteError
+from aotcuda.lowering.batch_row_flow import MIXES, row_flow, rows_record
 from aotcuda.lowering.batch_rows import RowsProbe, not_probed_warning, probe_rows
 from aotcuda.lowering.compile_failures import check_room, compile_resource_failure, interrupt_behind, package_unwritten
 from aotcuda.lowering.cache_folders import check_cache_folders, check_temporary_folder
@@ -87,7 +88,7 @@ from aotcuda.lowering.scalar_constants import (note_subgraph_constants_left, sca
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
-from aotcuda.package_format import ROWS_REASON_CHARACTERS, lists_a_package, write_signature
+from aotcuda.package_format import lists_a_package, write_signature
 from aotcuda.package_tags import refuse_shared_folder, sign_package
 from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
@@ -283,20 +284,22 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
                                                         module=model, returned_inputs=returned)
             # what this check found, with the model's lines, for `aotcuda inspect` (which has no program)
             state_written = state_written_in_place(ep)
-            # never run where it writes state (a program that does is never batched anyway)
-            rows = RowsProbe(None) if state_written else probe_rows(ep, args, kwargs)
+            # never run where it writes state (a program that does is never batched anyway); the graph first: where
+            # it shows a mix, the probe's forwards would only say it again
+            flow = None if state_written else row_flow(ep)
+            rows = RowsProbe(None) if state_written or (flow is not None and flow.verdict == MIXES) \
+                else probe_rows(ep, args, kwargs)
+            rows_fields = rows_record(rows, flow)
             signature = {**signature, "kernels": kernels_record(missing, library),
                          "state_written": state_written, "data_dependent_sizes": data_dependent_sizes(ep),
-                         "tensor_sizes": tensor_sizes(ep), "rows_mixed": rows.mixed,
-                         **({"rows_not_probed": clipped(rows.not_probed, ROWS_REASON_CHARACTERS - 40)}
-                            if rows.not_probed else {})}
+                         "tensor_sizes": tensor_sizes(ep), **rows_fields}
             _warn_if_signature_too_large(signature, path)
             write_signature(building, signature)
             if key is not None:  # last: the tag lists every entry as it is published
                 sign_package(building, key)
     if proxy_ops:
         warnings.warn(_proxy_executor_warning(path, proxy_ops), UserWarning, stacklevel=2)
-    if rows.not_probed:  # serving would batch it unchecked: said once, here, not only in a debug log
+    if "rows_not_probed" in rows_fields:  # serving would batch it unchecked: said once, here, not only in a debug log
         warnings.warn(not_probed_warning(rows.not_probed), UserWarning, stacklevel=2)
     return LoweredProgram(path, device.type, missing, library, times, ep, proxy_ops, pass_results, key)
 

@@ -201,11 +201,26 @@ def split_rows(outputs: list[torch.Tensor], counts: list[int]) -> list[list[torc
     return [[piece[i] for piece in pieces] for i in range(len(counts))]
 
 
+def graph_rows_reason(signature: dict) -> str | None:
+    """Where lowering's graph walk (lowering/batch_row_flow.py) found a program's rows mixed, from its signature: the
+    op and the model's line, for serving_plan's refusal; None where the walk found no mix (or the package is older)."""
+    reason = signature.get("rows_graph_reason")
+    return reason if signature.get("rows_graph") == "mixes" and isinstance(reason, str) else None
+
+
+def _package_text(text: str) -> str:
+    """A package's text in an error a terminal shows: cut, its control characters escaped as the CLI does."""
+    from aotcuda.cli import terminal_safe  # as server.py: the CLI's one escape, imported where serving speaks
+    from aotcuda.errors import clipped
+
+    return terminal_safe(clipped(text, 300))
+
+
 def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
                  allow_unbounded_outputs: bool = False, data_dependent_sizes: list | None = None,
                  index_ranges: dict | None = None, index_unchecked: dict | None = None,
                  allow_unchecked_indices: bool = False, state_written: list | None = None,
-                 rows_mixed: object = None) -> BatchPlan:
+                 rows_mixed: object = None, rows_found: object = None) -> BatchPlan:
     """The batch plan of a program about to be served, after checking that the options fit it.
 
     Raises ServingConfigError when max_batch_size > 1 and the program does not batch (an input whose
@@ -215,7 +230,8 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
     and unbounded_size), or when ``index_unchecked`` names an input (unless ``allow_unchecked_indices``; and
     then still when max_batch_size > 1: nothing shows such an index stays within one request's rows), or when
     ``state_written`` (the signature's: the state the program writes at every call) names any and max_batch_size > 1,
-    or when ``rows_mixed`` (the signature's: lowering's probe, lowering/batch_rows.py) is True and max_batch_size > 1.
+    or when ``rows_mixed`` (the signature's: lowering's probe, lowering/batch_rows.py) is True and max_batch_size > 1,
+    saying where lowering's graph walk found the mix where ``rows_found`` (graph_rows_reason of the signature) says.
     ``index_ranges`` and ``index_unchecked``: index_records of the signature (``index_unchecked`` is also
     Program.index_unchecked). PackageError for a ``data_dependent_sizes`` that is not in its form.
     """
@@ -268,12 +284,13 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
                                  advice=(Advice("max_batch_size", 1),))
     plan = BatchPlan.from_specs(input_specs, output_specs, index_ranges)
     if max_batch_size > 1 and plan.batches and rows_mixed is True:  # the shapes batch; the values do not
+        found = (f"lowering found it in the program's graph: {_package_text(rows_found)}" if isinstance(rows_found, str)
+                 else "lowering ran it on the example inputs: changing one row, or leaving the first out, changed "
+                      "other rows of an output")
         raise ServingConfigError(f"{where} cannot be batched: an output's row depends on other rows of its inputs' "
-                                 "batch dim, or on its place among them (lowering ran it on the example inputs: "
-                                 "changing one row, or leaving the first out, changed other rows of an output, as "
-                                 "x - x.mean(0), x.cumsum(0), x.flip(0) or x * len(x) do), so in a batch one client's "
-                                 "answer would be computed from, and tell it, other clients' rows; serve it with max "
-                                 "batch size 1 (the default)",
+                                 f"batch dim, or on its place among them ({found}; as x - x.mean(0), x.cumsum(0), "
+                                 "x.flip(0) or x * len(x) do), so in a batch one client's answer would be computed "
+                                 "from, and tell it, other clients' rows; serve it with max batch size 1 (the default)",
                                  advice=(Advice("max_batch_size", 1),))
     if max_batch_size > 1 and not plan.batches:
         relower = [Advice("dynamic_shapes", "batch", relower=True)] * plan.dim_zero  # only where dim 0 is why

@@ -61,7 +61,8 @@ from aotcuda.runtime.bool_bytes import bool_positions, check_bool_bytes
 from aotcuda.runtime.checks import check_inputs
 from aotcuda.runtime.libraries import remove_pinned_folder
 from aotcuda.runtime.program import load
-from aotcuda.serving.batching import combine, index_records, serving_plan, split_rows, tensor_size_records
+from aotcuda.serving.batching import (combine, graph_rows_reason, index_records, serving_plan, split_rows,
+                                      tensor_size_records)
 from aotcuda.serving.body import (ERROR_HEADER, BusyError, LateBodyError, RequestError, SlowBodyError, read_body, shown,
                                   without_server_paths)
 from aotcuda.serving.codec import (check_answer_bytes, check_answer_size, check_tensor_sizes, decode_inputs,
@@ -150,7 +151,7 @@ class ProgramReplica:
                                  index_unchecked=self.program.index_unchecked,
                                  allow_unchecked_indices=allow_unchecked_indices,
                                  state_written=signature.get("state_written"),
-                                 rows_mixed=signature.get("rows_mixed"))
+                                 rows_mixed=signature.get("rows_mixed"), rows_found=graph_rows_reason(signature))
         self.max_batch_size, self.max_request_bytes, self.body_timeout_s = max_batch_size, max_request_bytes, body_timeout_s
         self.max_response_bytes, self.max_tensor_bytes = max_response_bytes, max_tensor_bytes
         self.tensor_sizes = tensor_size_records(signature.get("tensor_sizes"), package_path,

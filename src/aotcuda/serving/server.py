@@ -29,8 +29,8 @@ from aotcuda.runtime.archive import ArchiveLimits, open_archive
 from aotcuda.runtime.package import package_key_id, pick_model, read_signature
 from aotcuda.runtime.package_checks import package_sha256
 from aotcuda.runtime.specs import specs_from_signature
-from aotcuda.serving.batching import (index_records, serving_plan, state_written_names, tensor_size_records,
-                                      training_norm_cause)
+from aotcuda.serving.batching import (graph_rows_reason, index_records, serving_plan, state_written_names,
+                                      tensor_size_records, training_norm_cause)
 from aotcuda.serving.body import LEAST_TIMEOUT_S
 from aotcuda.serving.deadline import check_run_timeout, finite_at_least
 from aotcuda.serving.cluster_address import check_reachable
@@ -208,7 +208,8 @@ def check_package(package_path: str, options: ServeOptions) -> str:
                  data_dependent_sizes=signature.get("data_dependent_sizes"), index_ranges=ranges,
                  index_unchecked=unchecked, allow_unchecked_indices=options.allow_unchecked_indices,
                  state_written=signature.get("state_written"),  # refuses batching a program that writes state
-                 rows_mixed=signature.get("rows_mixed"))  # or mixes its rows
+                 rows_mixed=signature.get("rows_mixed"),  # or mixes its rows
+                 rows_found=graph_rows_reason(signature))
     if options.max_batch_size > 1 and plan.batches and not isinstance(signature.get("rows_mixed"), bool):
         logging.getLogger("aotcuda").warning(unprobed_rows_line(package_path, signature))
     _check_state_on_one_replica(signature.get("state_written"), options, package_path)
