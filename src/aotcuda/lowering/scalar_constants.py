@@ -49,7 +49,7 @@ from aotcuda.errors import clipped
 from aotcuda.lowering.fallbacks import relative_source_line
 from aotcuda.lowering.subgraph_constants import lift_subgraph_constant
 from aotcuda.passes.emit import SHARED_META, replace_uses
-from aotcuda.passes.program_copy import with_graph
+from aotcuda.passes.program_copy import copied_graph_module, with_graph
 from aotcuda.runtime.checks import as_bits
 
 # The dtypes Inductor's full lowers for a value Tensor.item() gives exactly (not float8, not complex).
@@ -82,7 +82,7 @@ def scalar_constants_as_full(ep: ExportedProgram) -> ExportedProgram:
     scalars = _scalar_constants(ep)
     if not scalars:
         return ep
-    graph_module = copy.deepcopy(ep.graph_module)
+    graph_module = copied_graph_module(ep)
     graph = graph_module.graph
     first = next(node for node in graph.nodes if node.op != "placeholder")
     removed, signature = set(), copy.deepcopy(ep.graph_signature)

@@ -29,13 +29,12 @@ its weights: passes/program_copy.py).
 
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
 from torch.export import ExportedProgram
 
-from aotcuda.passes.program_copy import preserves_call_signatures, with_graph
+from aotcuda.passes.program_copy import copied_graph_module, preserves_call_signatures, with_graph
 from aotcuda.passes.result import PassResult
 
 
@@ -59,7 +58,7 @@ class EliminateCommonSubexpressionsPass:
         if not pairs:
             self.result = PassResult(type(self).__name__, False, {"merged": 0})
             return ep
-        graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
+        graph_module = copied_graph_module(ep)
         copied = {node.name: node for node in graph_module.graph.nodes}
         for name, first in pairs:
             # No output names a merged node (_merges), so the graph signature stays as it is.

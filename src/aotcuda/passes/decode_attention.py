@@ -51,7 +51,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.kernels import HAVE_TRITON
 from aotcuda.passes.emit import emit, replace_uses
-from aotcuda.passes.program_copy import with_graph
+from aotcuda.passes.program_copy import copied_graph_module, with_graph
 from aotcuda.passes.result import PassResult
 from aotcuda.passes.score_chain import affine_chain
 
@@ -101,7 +101,7 @@ class SplitCacheAttentionPass:
         self.result = PassResult(type(self).__name__)
 
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
-        graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
+        graph_module = copied_graph_module(ep)
         graph = graph_module.graph
         matches = [m for node in list(graph.nodes) if (m := match_attention(node)) is not None]
         wanted = [m for m in matches if self._wanted(m)]

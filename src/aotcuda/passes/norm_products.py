@@ -41,7 +41,7 @@ import torch
 from torch.export import ExportedProgram
 
 from aotcuda.passes.emit import emit, replace_uses
-from aotcuda.passes.program_copy import preserves_call_signatures, with_graph
+from aotcuda.passes.program_copy import copied_graph_module, preserves_call_signatures, with_graph
 from aotcuda.passes.result import PassResult
 
 aten = torch.ops.aten
@@ -74,7 +74,7 @@ class FoldRMSNormIntoProductPass:
         if not found or preserves_call_signatures(ep):  # its module call graph names nodes this would remove
             self.result = PassResult(type(self).__name__, False, {"rewritten": 0})
             return ep
-        graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
+        graph_module = copied_graph_module(ep)
         signature = copy.deepcopy(ep.graph_signature)
         copied = {node.name: node for node in graph_module.graph.nodes}
         for name in found:

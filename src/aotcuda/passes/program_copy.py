@@ -13,10 +13,35 @@ import torch
 from torch.export import ExportedProgram
 
 
+def copied_graph_module(ep: ExportedProgram) -> torch.fx.GraphModule:
+    """A deep copy of ``ep.graph_module`` whose nodes keep ep's names, as the graph signature names them.
+
+    Why not ``copy.deepcopy`` alone: the copy names each node through torch.fx's namespace, which never gives a
+    builtin's name, and torch.export names a placeholder after the forward argument as it is. So ``forward(self,
+    input)`` (every ``nn.Sequential``) has a placeholder ``input`` whose copy is ``input_1``, and the program made
+    around the copy fails torch's check (``Input spec name input does not match node name input_1``): a
+    Sequential with a BatchNorm could not be lowered. torch.export sets such a name the same way (a placeholder's
+    ``name`` and ``target`` written directly)."""
+    graph_module = copy.deepcopy(ep.graph_module)
+    namespace = getattr(graph_module.graph, "_graph_namespace", None)  # torch.fx's own: private, so looked up
+    names = getattr(namespace, "_used_names", set())  # so that no node made later is given a restored name
+    renamed = False
+    for original, node in zip(ep.graph_module.graph.nodes, graph_module.graph.nodes):
+        if node.name != original.name:
+            node.name = original.name
+            if node.op == "placeholder":
+                node.target = original.target
+            names.add(original.name)
+            renamed = True
+    if renamed:
+        graph_module.recompile()
+    return graph_module
+
+
 def with_graph(ep: ExportedProgram, graph_module: torch.fx.GraphModule, *,
                graph_signature=None, constants: dict | None = None, state_dict: dict | None = None
                ) -> ExportedProgram:
-    """``ep`` with ``graph_module`` (a changed copy of ep.graph_module). ``graph_signature``,
+    """``ep`` with ``graph_module`` (a changed copy of ep.graph_module, made by copied_graph_module). ``graph_signature``,
     ``constants`` and ``state_dict``, when given, replace a copy of ep's (a pass that lifted new
     constants, or replaced parameters).
 

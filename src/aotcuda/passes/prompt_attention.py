@@ -44,7 +44,7 @@ from torch.export import ExportedProgram
 
 from aotcuda.passes import decode_attention
 from aotcuda.passes.emit import emit, replace_uses
-from aotcuda.passes.program_copy import with_graph
+from aotcuda.passes.program_copy import copied_graph_module, with_graph
 from aotcuda.passes.result import PassResult
 from aotcuda.passes.score_chain import affine_chain, fill_value, scale_only
 
@@ -84,7 +84,7 @@ class PromptAttentionPass:
         self.result = PassResult(type(self).__name__)
 
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
-        graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
+        graph_module = copied_graph_module(ep)
         graph = graph_module.graph
         signature = copy.deepcopy(ep.graph_signature)
         constants = decode_attention.lifted_constants(ep)

@@ -23,7 +23,7 @@ from torch.export import ExportedProgram
 
 from aotcuda import switches
 from aotcuda.passes.emit import emit, replace_uses
-from aotcuda.passes.program_copy import with_graph
+from aotcuda.passes.program_copy import copied_graph_module, with_graph
 from aotcuda.passes.result import PassResult
 
 aten = torch.ops.aten
@@ -54,7 +54,7 @@ class RowProductsPass:
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
         import aotcuda.kernels.row_product  # noqa: F401 - registers the op
 
-        graph_module = copy.deepcopy(ep.graph_module)
+        graph_module = copied_graph_module(ep)
         graph = graph_module.graph
         products = [node for node in graph.nodes if _operands(node) is not None]
         wanted = [node for node in products if self._wanted(*_operands(node)[1:])]

@@ -41,7 +41,7 @@ from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 
 from aotcuda import switches
 from aotcuda.passes.emit import emit, fake_of, replace_uses
-from aotcuda.passes.program_copy import with_graph
+from aotcuda.passes.program_copy import copied_graph_module, with_graph
 from aotcuda.passes.result import PassResult
 
 aten = torch.ops.aten
@@ -73,7 +73,7 @@ class ConcatSiblingProductsPass:
         if not groups:
             self.result = PassResult(type(self).__name__, False, {"groups": 0, "products": 0, "kept": kept})
             return ep
-        graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
+        graph_module = copied_graph_module(ep)
         copied = {node.name: node for node in graph_module.graph.nodes}
         signature = copy.deepcopy(ep.graph_signature)
         state = dict(ep.state_dict)

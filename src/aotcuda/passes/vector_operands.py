@@ -30,13 +30,12 @@ products inside control-flow subgraphs (``torch.cond``): none appears in the pro
 
 from __future__ import annotations
 
-import copy
 
 import torch
 from torch._inductor import inductor_prims  # registers prims.inductor_force_stride_order (torch 2.11-2.14)
 from torch.export import ExportedProgram
 
-from aotcuda.passes.program_copy import with_graph
+from aotcuda.passes.program_copy import copied_graph_module, with_graph
 from aotcuda.passes.result import PassResult
 
 aten = torch.ops.aten
@@ -72,7 +71,7 @@ class StoreVectorOperandsPass:
         if not names:
             self.result = PassResult(type(self).__name__, False, {"stored": 0})
             return ep
-        graph_module = copy.deepcopy(ep.graph_module)  # the copy keeps the node names
+        graph_module = copied_graph_module(ep)
         copied = {node.name: node for node in graph_module.graph.nodes}
         for name in names:
             _store(graph_module.graph, copied[name])

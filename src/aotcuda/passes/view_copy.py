@@ -19,7 +19,6 @@ overload both packets have. The program passed in is not changed; a new Exported
 
 from __future__ import annotations
 
-import copy
 import logging
 import operator
 
@@ -27,7 +26,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import OutputKind
 
-from aotcuda.passes.program_copy import with_graph
+from aotcuda.passes.program_copy import copied_graph_module, with_graph
 from aotcuda.passes.result import PassResult
 
 log = logging.getLogger(__name__)
@@ -75,7 +74,7 @@ class ReplaceViewCopyWithViewPass:
     def __call__(self, ep: ExportedProgram) -> ExportedProgram:
         self.replaced, self.kept = [], []
         self.result = self._result()
-        graph_module = copy.deepcopy(ep.graph_module)
+        graph_module = copied_graph_module(ep)
         graph = graph_module.graph
         candidates = [n for n in graph.nodes if n.op == "call_function" and n.target in VIEW_OF_COPY]
         if not candidates:
