@@ -83,7 +83,9 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
     TensorSpec = {"name": "x",                      # inputs: the graph-signature name (forward's argument
                                                     # name); outputs: the place in forward's result, "out",
                                                     # "out[0]", "out['logits']", "out.hidden" (older packages
-                                                    # hold the FX node name, "add_7": shown, never matched)
+                                                    # hold the FX node name, "add_7": shown, never matched);
+                                                    # at most MAX_TENSOR_NAME_CHARS (1,024) characters, and
+                                                    # an input's holds no control or format character
                   "dtype": "float32",               # torch dtype name, without "torch."
                   "device": "cpu" | "cuda",         # device type only
                   "shape": [Dim, ...],              # len(shape) is the rank
@@ -822,6 +824,7 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                         "was run; the package is damaged or hostile, lower the model again") from exc
     check_dim_names(signature, entry, path)
     check_forward_arg_names(signature, entry, path)
+    check_tensor_names(signature, entry, path)
 
 
 # The longest Dim name a signature may hold. Why: every expression that names a symbol is shown with the symbol's Dim
@@ -864,6 +867,33 @@ def check_forward_arg_names(signature: dict, entry: str, path: str) -> None:
                                f"names of at most {MAX_DIM_NAME_CHARS} characters; the package is damaged or hostile, "
                                "lower the model again")
         _check_names_printable(arg_names, "forward_arg_names", entry, path)
+
+
+# The longest name an input or output may have. Why: every refusal of a call quotes the input's name (`input 'x'
+# (#0) ...`), so a 7 MB name made each refused call's message 7 MB, which `aotcuda run` printed whole and a replica
+# built for every bad request before cutting its answer (break41). Lowering writes torch.export's placeholder names
+# (forward's argument and the pytree path below it, `kwargs_past_key_values_key_cache_0`, a few dozen characters)
+# and the place in forward's result (`out['logits']`); it shortens a longer one (lowering/signature.py).
+MAX_TENSOR_NAME_CHARS = 1024
+
+
+def check_tensor_names(signature: dict, entry: str, path: str) -> None:
+    """Refuse (PackageError) an input or output name longer than ``MAX_TENSOR_NAME_CHARS``, and an input name holding
+    a control or format character (torch.export names inputs with letters, digits and _; an output's name holds the
+    user's dict keys, and the messages quoting it escape it)."""
+    for kind in ("inputs", "outputs"):
+        specs = signature.get(kind)
+        for index, spec in enumerate(specs if isinstance(specs, list) else ()):
+            name = spec.get("name") if isinstance(spec, dict) else None
+            if not isinstance(name, str):
+                continue  # specs_from_signature names it
+            if len(name) > MAX_TENSOR_NAME_CHARS:
+                raise PackageError(f"{path!r}: {entry}: {kind}[{index}] has a name of {len(name):,} characters "
+                                   f"({clipped(repr(name), 60)}), more than the {MAX_TENSOR_NAME_CHARS:,} a tensor's "
+                                   "name may have (every refusal of a call quotes it); the package is damaged or "
+                                   "hostile, lower the model again")
+            if kind == "inputs":
+                _check_names_printable([name], f"{kind}[{index}] name", entry, path)
 
 
 def _check_names_printable(names: list[str], field: str, entry: str, path: str) -> None:

@@ -407,6 +407,64 @@ def test_a_dim_name_too_long_to_show_in_every_expression_is_a_package_error():
     assert parse_signature(json.dumps(kept).encode(), "aotcuda/signature.json", "x.pt2")["dim_names"] == kept["dim_names"]
 
 
+def test_a_tensor_name_too_long_to_quote_in_every_refusal_is_a_package_error():
+    """Found by break41: every refusal of a call quotes the input's name (`input 'x' (#0) ...`), so a package whose
+    input was named with 7 MB made each refused call's InputError 7 MB (`aotcuda run` printed it; a replica built it
+    for every bad request). A name past MAX_TENSOR_NAME_CHARS (1,024; torch.export's are pytree paths of a few dozen
+    characters) is refused as the signature is read; a name of that length, CJK included, still reads; lowering
+    shortens a longer one (a user's dict key) to one that loads, keeping names apart."""
+    from aotcuda.errors import PackageError
+    from aotcuda.lowering.signature import bounded_name
+    from aotcuda.package_format import MAX_TENSOR_NAME_CHARS, parse_signature
+
+    for kind in ("inputs", "outputs"):
+        signature = _signature()
+        signature["outputs"] = [{"name": "out", "dtype": "float32", "device": "cpu", "shape": [2]}]
+        signature[kind][0]["name"] = "x" * 7_000_000
+        with pytest.raises(PackageError, match=rf"{kind}\[0\] has a name of 7,000,000 characters \('xxx.*, more than "
+                                               "the 1,024 a tensor's name may have"):
+            parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+    kept = _signature()
+    kept["inputs"][0]["name"] = "名" * MAX_TENSOR_NAME_CHARS
+    assert parse_signature(json.dumps(kept).encode(), "aotcuda/signature.json", "x.pt2")["inputs"][0]["name"] == \
+        "名" * MAX_TENSOR_NAME_CHARS
+    kept["inputs"][0]["name"] = "ids" + HOSTILE_TEXT
+    with pytest.raises(PackageError, match=r"inputs\[0\] name holds .*, a name with a control or format character"):
+        parse_signature(json.dumps(kept).encode(), "aotcuda/signature.json", "x.pt2")
+
+    long_names = ["kwargs_" + "k" * 5000 + "_0", "kwargs_" + "k" * 5000 + "_1"]
+    shortened = [bounded_name(name) for name in long_names]
+    assert all(len(name) <= MAX_TENSOR_NAME_CHARS for name in shortened) and len(set(shortened)) == 2, shortened
+    assert bounded_name("kwargs_past_key_values_key_cache_0") == "kwargs_past_key_values_key_cache_0"
+    written = _signature()
+    written["inputs"][0]["name"] = shortened[0]
+    parse_signature(json.dumps(written).encode(), "aotcuda/signature.json", "x.pt2")  # what lowering writes loads
+
+    from aotcuda.lowering.signature import signature_from_exported_program
+
+    class DictOfLongKeys(torch.nn.Module):  # torch.export names the inputs by the keys: 3,004 characters
+        def forward(self, d):
+            return {"k" * 3000: d["a" * 3000] * 2}
+
+    ep = torch.export.export(DictOfLongKeys(), ({"a" * 3000: torch.randn(2, 3), "a" * 2999 + "b": torch.randn(2, 3)},))
+    lowered = signature_from_exported_program(ep)
+    assert [len(spec["name"]) for spec in lowered["inputs"] + lowered["outputs"]] == [1004] * 3
+    parse_signature(json.dumps(lowered).encode(), "aotcuda/signature.json", "x.pt2")
+
+
+def test_the_input_count_refusal_quotes_the_names_cut_and_escaped():
+    """The refusal of a call with too few tensors lists the inputs' names: 10,000 names of 1,024 characters (what a
+    signature may hold) made it 10 MB; names without a signature are the pytree's keys, any string."""
+    from aotcuda.runtime.checks import check_input_count
+
+    with pytest.raises(InputError) as refused:
+        check_input_count([], 10_000, ["n" * 1024] * 9_999 + ["ids" + HOSTILE_TEXT])
+    assert len(str(refused.value)) < 1300, len(str(refused.value))
+    with pytest.raises(InputError) as refused:
+        check_input_count([], 1, ["ids" + HOSTILE_TEXT])
+    assert "ids\\x1b[31mred" in str(refused.value) and "\x1b" not in str(refused.value), repr(str(refused.value))
+
+
 def test_a_long_reason_is_cut_before_each_refusal_quotes_it():
     """Found by break41: every refusal quotes its range's reason, which the package writes and its symbols are named
     in (dim_names): a reason of 5.7 MB naming s23 1.9 million times, under a Dim name of 256 characters, made each

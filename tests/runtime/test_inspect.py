@@ -20,7 +20,8 @@ def _hostile_copy(source, target):
             data = zin.read(info)
             if info.filename.endswith("aotcuda/signature.json"):
                 signature = json.loads(data)
-                signature["inputs"][0]["name"] = HOSTILE
+                # an output's name (a user's dict key may hold anything; an input's holding one is refused at read)
+                signature["outputs"][0]["name"] = HOSTILE
                 signature["outputs"][0]["dtype"] = HOSTILE
                 data = json.dumps(signature).encode()
             if info.filename.endswith("wrapper_metadata.json"):
@@ -126,7 +127,7 @@ def test_inspect_output_is_bounded_whatever_the_package_lists(twice_pt2, tmp_pat
             signature = json.loads(data)
             signature["outputs"] = signature["outputs"][:1] * 5000
             signature["inputs"][0]["index_unchecked"] = ["reaches aten.index at model.py:1 " * 10] * 5000
-            signature["inputs"][0]["name"] = "x" * 100_000
+            signature["inputs"][0]["name"] = "x" * 1024  # the longest a name may be (MAX_TENSOR_NAME_CHARS)
             return json.dumps(signature).encode()
         if name.endswith(".wrapper.cpp"):
             return data + "".join(f"aoti_torch_cpu_op{i}(a);\n" for i in range(5000)).encode()

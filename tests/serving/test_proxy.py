@@ -192,6 +192,44 @@ def test_a_request_over_loopback_naming_another_host_is_refused_421(monkeypatch)
     assert proxy.proxy_environment(5.0, 100)["AOTCUDA_SERVE_ALLOWED_HOSTS"] == "api.example,other"
 
 
+def test_an_absolute_form_target_is_read_as_its_path_and_its_host_is_checked():
+    """Found by break41: ``POST http://127.0.0.1:PORT/predict HTTP/1.1`` is valid HTTP/1.1 (RFC 9112 3.2.2: a server
+    MUST accept the absolute form), but uvicorn's h11 puts the whole URL in the scope's path, and Ray answered it with
+    its own 404, without aotcuda's error header. The proxy reads it as its path, with the URL's host as the Host (the
+    RFC: the received Host is ignored), which the loopback Host check then checks; a target that is neither a path
+    nor an http(s) URL is aotcuda's own 400."""
+    loopback = ("127.0.0.1", 18651)
+    app = Recorder()
+    sent, _ = drive(whole_body(app), [chunk(b"ab", False)], headers=[("host", "evil.example")], server=loopback,
+                    path="http://127.0.0.1:18651/predict")
+    assert sent == [] and app.scope["path"] == "/predict" and app.messages[0] == chunk(b"ab", False)
+    assert [value for key, value in app.scope["headers"] if key == b"host"] == [b"127.0.0.1:18651"]
+    app = Recorder()  # the URL's host is the one checked, whatever the Host header says
+    sent, receives = drive(whole_body(app), [chunk(b"ab", False)], headers=[("host", "localhost")], server=loopback,
+                           path="http://evil.example:18651/predict")
+    status, answer_headers, _ = refusal_of(sent)
+    assert (status, answer_headers[b"x-aotcuda-error"]) == (421, b"WrongHostError") and app.scope is None
+    for target in ("predict", "ftp://127.0.0.1/predict", "http:///predict", "http://user@127.0.0.1/predict"):
+        app = Recorder()
+        sent, receives = drive(whole_body(app), [chunk(b"ab", False)], server=loopback, path=target)
+        status, answer_headers, body = refusal_of(sent)
+        assert (status, answer_headers[b"x-aotcuda-error"]) == (400, b"RequestError"), target
+        assert app.scope is None and receives == 0 and b"neither a path (/predict) nor an absolute http URL" in body
+
+
+def test_an_absolute_form_target_reaches_the_app_as_its_path_through_uvicorn(monkeypatch):
+    """The case above as uvicorn (h11, as Ray's proxy runs it) gives the scope: the whole URL in path and raw_path."""
+    app = Recorder()
+    with uvicorn_as_ray_runs_it(monkeypatch, whole_body(app), port=18652) as (address, _):
+        with socket.create_connection(address, timeout=10) as client:
+            client.sendall(b"POST http://127.0.0.1:18652/predict?x=1 HTTP/1.1\r\nHost: 127.0.0.1:18652\r\n"
+                           b"Content-Type: application/octet-stream\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab")
+            waited = time.monotonic()
+            while not app.messages and time.monotonic() - waited < 30:  # the Recorder answers nothing: wait for it
+                time.sleep(0.02)
+    assert (app.scope["path"], app.scope["raw_path"], app.scope["query_string"]) == ("/predict", b"/predict", b"x=1")
+
+
 @pytest.mark.parametrize("path", ["/predict/", "/predict//"])
 def test_a_web_pages_post_to_predict_with_a_trailing_slash_is_refused_415_too(path):
     """The replica reads a route without its trailing slashes (POST /predict/ runs the program), and the media-type

@@ -10,6 +10,7 @@ runtime reads the result and never imports this module.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
 import re
@@ -22,8 +23,8 @@ from torch.utils._sympy.value_ranges import bound_sympy
 from aotcuda.errors import DynamicShapesError
 from aotcuda.lowering.float_sizes import integer_form
 from aotcuda.lowering.index_ranges import index_ranges, is_integer_node, merge_ranges, unchecked_inputs
-from aotcuda.package_format import (MAX_DIM_NAME_CHARS, SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION,
-                                     plain_value)
+from aotcuda.package_format import (MAX_DIM_NAME_CHARS, MAX_TENSOR_NAME_CHARS, SCALAR_OUTPUT_DTYPES,
+                                     SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value)
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 from aotcuda.runtime.keywords import leaf_names, output_leaf_names
 from aotcuda.runtime.returned_inputs import differing_fields, view_of_input
@@ -352,7 +353,20 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, 
         types = {t["type"]: t for spec in (call_signature.in_spec, call_signature.out_spec) for t in recorded_types(spec)}
         if types:
             signature["pytree_types"] = list(types.values())
+    for spec in inputs + outputs:  # last: the steps above match inputs by their graph names
+        spec["name"] = bounded_name(spec["name"])
     return signature
+
+
+def bounded_name(name: str) -> str:
+    """``name``, or where it is longer than the package format's MAX_TENSOR_NAME_CHARS (load refuses that: every
+    refusal quotes it), its start and a digest of the whole, which keeps names apart: the package still loads, and
+    `aotcuda inspect` and serving's requests use the shorter name. No name torch.export writes comes near (a pytree
+    path of a few dozen characters), but a dict key of the user's is any string."""
+    if len(name) <= MAX_TENSOR_NAME_CHARS:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{name[:MAX_TENSOR_NAME_CHARS - 40]}..._{digest}"
 
 
 # The shape functions that divide (torch.utils._sympy.functions, and sympy's Mod), and which of their arguments divide.

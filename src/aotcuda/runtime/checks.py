@@ -39,7 +39,9 @@ def _label(specs, names, index: int) -> str:
 
 def check_input_count(tensors, num_inputs: int, names: list[str]) -> None:
     if len(tensors) != num_inputs:
-        listing = f" ({', '.join(names)})" if names else ""
+        # cut and escaped: a signature may list 10,000 inputs of 1,024 characters, and names without a signature are
+        # the pytree's keys, any string
+        listing = f" ({clipped(terminal_safe(', '.join(names[:100])), 1000)})" if names else ""
         raise InputError(f"the program takes {num_inputs} tensor input(s){listing}, got {len(tensors)}; "
                          "pass exactly those, in that order (or as the exported module's arguments)")
 

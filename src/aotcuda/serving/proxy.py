@@ -25,7 +25,10 @@ deployer's limits (``x-request-timeout-seconds: 0`` turned ``--request-timeout-s
 
 Before it reads a body, it refuses what a web page could have sent (``web_pages``: 415 for a /predict post that is
 not application/octet-stream, 421 for a request over loopback naming another host, 403 for a request with an Origin
-header the deployer has not allowed).
+header the deployer has not allowed). A request target in absolute form (``POST http://host:port/predict``, which
+HTTP/1.1 servers must take; uvicorn's h11 leaves the URL in the path and Ray's router answered its own 404) is read as
+its path, with the URL's host as the Host that check reads (``web_pages.in_origin_form``); any other target that is not
+a path is refused 400.
 
 While the server has no application (``aotcuda serve`` stopping: ``serve.delete`` then ``ray.shutdown``, seconds
 apart; or starting), Ray's proxy answers its routes 404 "Path '/predict' not found", which reads as final: those
@@ -52,7 +55,7 @@ from aotcuda import switches
 from aotcuda.serving.body import (CLIENT_LEFT, ERROR_HEADER, LEAST_TIMEOUT_S, BusyError, PendingBytes, RequestError,
                                   SlowBodyError, StoppingError, read_body)
 from aotcuda.serving.web_pages import (ALLOWED_HOSTS_VARIABLE, ALLOWED_ORIGINS_VARIABLE, host_refusal,
-                                       media_type_refusal, origin_refusal, route_of)
+                                       in_origin_form, media_type_refusal, origin_refusal, route_of)
 
 __all__ = ["BODY_READ", "CALLBACK", "WholeBody", "bound_request_heads", "middlewares", "proxy_environment",
            "read_by_proxy", "refuse_websocket", "without_ray_controls"]
@@ -283,6 +286,11 @@ class WholeBody:
         if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
+        origin_form = in_origin_form(scope)  # POST http://host:port/predict: its path, the URL's host as the Host
+        if isinstance(origin_form, RequestError):
+            await _refused(origin_form, scope, receive, send)
+            return
+        scope = origin_form
         refusal = (host_refusal(scope, self.allowed_hosts) or media_type_refusal(scope)
                    or origin_refusal(scope, self.allowed_origins))
         if refusal is not None:  # before a byte of the body is read

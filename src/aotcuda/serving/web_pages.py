@@ -22,8 +22,9 @@ the path with "/predict" exactly, and a page's ``text/plain`` POST to ``/predict
 from __future__ import annotations
 
 import ipaddress
+import re
 
-from aotcuda.serving.body import ForeignOriginError, MediaTypeError, WrongHostError
+from aotcuda.serving.body import ForeignOriginError, MediaTypeError, RequestError, WrongHostError
 
 ALLOWED_HOSTS_VARIABLE = "AOTCUDA_SERVE_ALLOWED_HOSTS"
 ALLOWED_ORIGINS_VARIABLE = "AOTCUDA_SERVE_ALLOWED_ORIGINS"
@@ -60,6 +61,35 @@ def host_refusal(scope, allowed: frozenset[str]) -> WrongHostError | None:
                           f"{shown_text(host)} (a web page's DNS rebinding names its own); name localhost or the "
                           f"server's address, or let the server take that name: {ALLOWED_HOSTS_VARIABLE}="
                           f"{shown_text(name)} (comma-separated names; * for any) in the environment of aotcuda serve")
+
+
+_ABSOLUTE_FORM = re.compile(rb"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)(.*)", re.DOTALL)
+
+
+def in_origin_form(scope) -> dict | RequestError:
+    """``scope`` as if its request target were in origin form (``/predict``), or RequestError (400) for a target that
+    is neither that nor an absolute http(s) URL.
+
+    Why (break41, 2026-12-07): ``POST http://127.0.0.1:8000/predict HTTP/1.1`` is valid HTTP/1.1 (RFC 9112 3.2.2: a
+    server MUST accept the absolute form), but uvicorn's h11 protocol puts the whole URL in the scope's path, and Ray's
+    router answered it with its own 404, without aotcuda's error header. The URL's path becomes the scope's path, and
+    its authority the Host header (RFC 9112 3.2.2: the server MUST ignore the received Host and use the target's), so
+    host_refusal checks the name the target gives, as it checks a Host."""
+    root = (scope.get("root_path") or "").encode("latin-1")
+    raw = scope.get("raw_path") or (scope.get("path") or "").encode("utf-8", "surrogateescape")
+    target = raw[len(root):] if raw.startswith(root) else raw
+    if target.startswith(b"/") or target in (b"", b"*"):  # origin form; asterisk form (OPTIONS *): Ray's to answer
+        return scope
+    absolute = _ABSOLUTE_FORM.fullmatch(target)
+    if absolute is None or absolute[1].lower() not in (b"http", b"https") or not absolute[2] or b"@" in absolute[2]:
+        return RequestError(f"the request target {shown_text(target.decode('latin-1'))} is neither a path (/predict) "
+                            "nor an absolute http URL (http://host:port/predict); send the request to the path")
+    path = absolute[3] or b"/"
+    from urllib.parse import unquote  # as uvicorn reads a path
+
+    headers = [(key, value) for key, value in scope.get("headers") or () if key.lower() != b"host"]
+    return {**scope, "raw_path": root + path, "path": root.decode("latin-1") + unquote(path.decode("ascii", "replace")),
+            "headers": [(b"host", absolute[2]), *headers]}
 
 
 def _host_name(host: str) -> str:
