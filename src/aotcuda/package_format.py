@@ -822,6 +822,7 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                         "was run; the package is damaged or hostile, lower the model again") from exc
     check_dim_names(signature, entry, path)
     check_forward_arg_names(signature, entry, path)
+    check_forward_parameter_names(signature, entry, path)
 
 
 # The longest Dim name a signature may hold. Why: every expression that names a symbol is shown with the symbol's Dim
@@ -864,6 +865,23 @@ def check_forward_arg_names(signature: dict, entry: str, path: str) -> None:
                                f"names of at most {MAX_DIM_NAME_CHARS} characters; the package is damaged or hostile, "
                                "lower the model again")
         _check_names_printable(arg_names, "forward_arg_names", entry, path)
+
+
+def check_forward_parameter_names(signature: dict, entry: str, path: str) -> None:
+    """Refuse (PackageError) a ``forward_parameters`` name past ``MAX_DIM_NAME_CHARS`` or holding a control or format
+    character: a call's refusal lists them (``takes 1 to 2 positional argument(s) (x, scale; ...)``), as it lists
+    forward_arg_names, and lowering writes forward's parameter names, identifiers (break41's review: an ESC sequence
+    there came back raw in that InputError). The rest of the field's form is the runtime's to check
+    (constant_arguments._parameters, at load)."""
+    parameters = signature.get("forward_parameters")
+    names = [parameter["name"] for parameter in (parameters if isinstance(parameters, list) else ())
+             if isinstance(parameter, dict) and isinstance(parameter.get("name"), str)]
+    longest = max(names, key=len, default="")
+    if len(longest) > MAX_DIM_NAME_CHARS:
+        raise PackageError(f"{path!r}: {entry}: forward_parameters names {clipped(repr(longest), 80)}, a name of "
+                           f"{len(longest):,} characters, more than the {MAX_DIM_NAME_CHARS} a name may have; the "
+                           "package is damaged or hostile, lower the model again")
+    _check_names_printable(names, "forward_parameters", entry, path)
 
 
 def _check_names_printable(names: list[str], field: str, entry: str, path: str) -> None:

@@ -426,7 +426,7 @@ def test_a_long_reason_is_cut_before_each_refusal_quotes_it():
 HOSTILE_TEXT = "\x1b[31mred\x1b]0;title\x07\u202e"  # a colour, a terminal title, a bidi override
 
 
-@pytest.mark.parametrize("field", ["dim_names", "forward_arg_names"])
+@pytest.mark.parametrize("field", ["dim_names", "forward_arg_names", "forward_parameters"])
 def test_a_name_with_control_characters_is_a_package_error(field):
     """Found by break41: messages quote a package's Dim names and forward's argument names as they are (`exported range
     [0, 64] of <name>`, `takes 2 positional argument(s) (<names>)`), and a Python traceback or a served client's
@@ -436,14 +436,23 @@ def test_a_name_with_control_characters_is_a_package_error(field):
     from aotcuda.errors import PackageError
     from aotcuda.package_format import parse_signature
 
+    def parameters(name):  # forward's parameters (a call's refusal lists them), lowering writes identifiers
+        return [{"name": "ids", "positional": True, "has_default": False},
+                {"name": name, "positional": True, "has_default": True, "default": 1.0}]
+
     signature = _signature()
-    signature[field] = {"s27": "seq" + HOSTILE_TEXT} if field == "dim_names" else ["ids" + HOSTILE_TEXT]
+    signature[field] = ({"s27": "seq" + HOSTILE_TEXT} if field == "dim_names" else
+                        parameters("scale" + HOSTILE_TEXT) if field == "forward_parameters" else ["ids" + HOSTILE_TEXT])
     with pytest.raises(PackageError, match=rf"signature\.json: {field} holds .*, a name with a control or format "
                                            "character"):
         parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
     if field == "forward_arg_names":
         signature[field] = ["x" * 100_000]
         with pytest.raises(PackageError, match="forward_arg_names .* is not a list of names of at most 256"):
+            parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+    if field == "forward_parameters":
+        signature[field] = parameters("s" * 100_000)
+        with pytest.raises(PackageError, match="forward_parameters names .* 100,000 characters, more than the 256"):
             parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
 
 
