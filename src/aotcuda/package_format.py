@@ -187,7 +187,7 @@ import tempfile
 import zipfile
 from typing import BinaryIO
 
-from aotcuda.errors import PackageChangedError, PackageError, clipped, terminal_safe
+from aotcuda.errors import PackageChangedError, PackageError, clipped
 from aotcuda.os_errors import cannot_read
 from aotcuda.regular_files import NotARegularFileError, file_version, names_file, open_regular
 
@@ -890,7 +890,10 @@ def _check_names_printable(names: list[str], field: str, entry: str, path: str) 
     in an error a Python traceback, a served client's terminal or a log prints (break41: a Dim name of
     ESC [ 31 m ... U+202E recoloured and reordered every refusal naming its dim)."""
     for name in names:
-        if terminal_safe(name) != name:
+        # str.isprintable is False exactly where terminal_safe escapes: a character of Unicode's "Other" or
+        # "Separator" categories other than the space (the same database; checked over every code point), and it
+        # runs in C: a signature of 30,000 names of 256 characters is read in 0.05 s CPU, not 0.83 s
+        if not name.isprintable():
             raise PackageError(f"{path!r}: {entry}: {field} holds {clipped(repr(name), 80)}, a name with a control or "
                                "format character, which no name lowering writes holds (printed, it could recolour, "
                                "hide or reorder a message's text); the package is damaged or hostile, lower the "
