@@ -141,6 +141,24 @@ def test_forward_parameters_record_positions_and_json_defaults():
         {"name": "flag", "positional": False, "has_default": True, "default": None}]
 
 
+def test_a_parameter_name_load_would_refuse_is_not_recorded():
+    """Load refuses a forward_parameters name past 256 characters (messages list them); a Python identifier may be that
+    long, so lowering leaves the field out (the runtime then binds as for an older package) rather than writing a
+    package load refuses."""
+    import json
+
+    from aotcuda.package_format import parse_signature
+
+    long = "s" * 300
+    namespace = {}
+    exec(f"def forward(self, x, {long}=1.0):\n    return x * 2", namespace)
+    model = type("Long", (torch.nn.Module,), {"forward": namespace["forward"]})()
+    signature = signature_from_exported_program(torch.export.export(model, (torch.ones(2),)), device="cpu",
+                                                module=model)
+    assert "forward_parameters" not in signature
+    parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+
+
 class Resize(torch.nn.Module):
     """A resize by a scale factor (fourth new user, 2026-12-06): torch computes the output size in floating point."""
 

@@ -233,6 +233,20 @@ def test_a_constant_without_a_default_must_be_passed():
     assert arguments.bind((torch.zeros(1), 2.0), {})[1] == {"scale": 2.0}
 
 
+def test_forwards_parameter_names_are_listed_escaped_in_the_too_many_refusal():
+    """Review of break41: the refusal of too many positional arguments listed forward's parameter names (package text)
+    raw. Load refuses such a name (package_format.check_forward_parameter_names); the message escapes them too, for a
+    signature that reaches ConstantArguments another way."""
+    hostile = "scale\x1b[31mred\x1b]0;title\x07\u202e\nerror: forged"
+    arguments = _arguments({}, [{"name": "x", "positional": True, "has_default": False},
+                                {"name": hostile, "positional": True, "has_default": True, "default": 1.0}], [])
+    with pytest.raises(InputError) as refused:
+        arguments.bind((torch.zeros(1), 1.0, 2.0), {})
+    message = str(refused.value)
+    assert "scale\\x1b[31mred\\x1b]0;title\\x07\\u202e\\nerror: forged is fixed at forward's default 1.0" in message
+    assert message.isprintable(), repr(message)
+
+
 def test_a_nested_constant_is_named_by_its_path():
     arguments = _arguments({"extra": {"scale": 2.0}}, None, [{"leaf": 1, "value": 2.0}])
     assert arguments.shown() == {"extra['scale']": 2.0}

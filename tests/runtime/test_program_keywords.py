@@ -248,3 +248,29 @@ def test_a_list_where_a_tensor_goes_gets_the_as_tensor_advice_a_numpy_array_gets
     with torch.no_grad():  # the advice, followed, runs as eager
         assert_outputs_equal(program(torch.as_tensor(x.tolist(), dtype=torch.float32), extra={"scale": scale},
                                      use_cache=False), module(x, {"scale": scale}, use_cache=False))
+
+
+@pytest.mark.parametrize("call", [(1, 2), ("bogus",)])
+def test_an_input_name_is_listed_escaped_where_a_package_has_no_forward_arg_names(call):
+    """Found in review of break41: a package without forward_arg_names (an older one, or one whose lowering left out a
+    name past 256 characters) names its arguments by its inputs' names, which load takes as any string; the count and
+    unknown-keyword refusals listed them raw (an ESC sequence recoloured and retitled the terminal printing them).
+    They are listed escaped and cut, as the CLI shows a package's text."""
+    import torch.utils._pytree as pytree
+
+    from aotcuda.runtime.keywords import bind_keywords, positional_names
+    from aotcuda.runtime.specs import specs_from_signature
+
+    signature = {"format": "aotcuda", "version": 2, "outputs": [],
+                 "inputs": [{"name": "ids\x1b[31mred\x1b]0;title\x07\u202e" + "d" * 10_000, "dtype": "int64",
+                             "device": "cpu", "shape": [2, 4]}]}
+    inputs, _ = specs_from_signature(signature, "x.pt2")
+    _, in_spec = pytree.tree_flatten(((torch.ones(1),), {}))
+    names = positional_names(in_spec, signature, inputs)
+    args, kwargs = (call, {}) if len(call) > 1 else ((torch.ones(1),), {call[0]: 1})
+    with pytest.raises(InputError) as refused:
+        bind_keywords(args, kwargs, in_spec, names)
+    message = str(refused.value)
+    assert "ids\\x1b[31mred\\x1b]0;title\\x07\\u202e" in message, message
+    assert not any(char in message for char in "\x1b\x07\u202e"), repr(message)
+    assert len(message) < 600, len(message)

@@ -344,6 +344,26 @@ def test_package_text_in_serving_refusals_stays_on_one_line():
     assert IndexRange.from_json({"min": 0, "max": 3, "reason": "a\nb"}, None).reason == "a b"
 
 
+def test_package_text_in_serving_refusals_is_escaped():
+    """Found in review of break41: check_package's ServingConfigError quoted a signature's index_unchecked lines one
+    line but with their ESC sequences raw, and an unbounded data_dependent_sizes expression (no grammar checks it at
+    load) raw, newline included: a traceback, a terminal or a log printing the refusal was recoloured and retitled."""
+    from aotcuda.serving.batching import index_records
+
+    hostile = "\x1b[31mred\x1b]0;title\x07\u202e"
+    signature = {"inputs": [{"name": "mask", "dtype": "int64", "index_unchecked": ["at m.py:8" + hostile]}]}
+    _, unchecked = index_records(signature, "m.pt2")
+    specs = (dims("mask", BATCH),), (dims("y", BATCH),)
+    sizes = [{"expr": "u0\x1b]0;owned\x07\x1b[2J\n\u202e", "max": None}]
+    for where, call in (("index_unchecked", lambda: serving_plan(*specs, 1, "m.pt2", index_unchecked=unchecked)),
+                        ("data_dependent_sizes", lambda: serving_plan(*specs, 1, "m.pt2", data_dependent_sizes=sizes))):
+        with pytest.raises(ServingConfigError) as refused:
+            call()
+        message = str(refused.value)
+        assert "\\x1b" in message, (where, message)
+        assert not any(char in message for char in "\x1b\x07\u202e\n"), (where, repr(message))
+
+
 @pytest.mark.parametrize("record", ["yes", 1, "true", [True], {"x": 1}])
 def test_a_rows_mixed_record_that_is_not_a_bool_is_refused_when_the_package_is_read(record):
     """(review40b) A package is outside input: parse_signature accepted rows_mixed "yes" or 1, and serving refuses

@@ -343,8 +343,8 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, 
                 entry["name"] = names[entry["leaf"]]
         signature["constant_inputs"] = constants
     parameters = forward_parameters(module) if module is not None else None
-    if parameters is not None:
-        signature["forward_parameters"] = parameters
+    if parameters is not None and all(len(entry["name"]) <= MAX_DIM_NAME_CHARS for entry in parameters):
+        signature["forward_parameters"] = parameters  # else load refuses it: left out, as an older package's
     call_signature = ep.module_call_graph[0].signature if ep.module_call_graph else None
     arg_names = getattr(call_signature, "forward_arg_names", None)
     if arg_names and all(len(str(name)) <= MAX_DIM_NAME_CHARS for name in arg_names):  # else load refuses them

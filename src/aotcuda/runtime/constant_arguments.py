@@ -33,7 +33,7 @@ import torch
 
 from aotcuda.errors import InputError, PackageError, clipped, quoted
 from aotcuda.package_format import plain_value
-from aotcuda.runtime.keywords import _args_and_kwargs_specs, _children, leaf_names
+from aotcuda.runtime.keywords import _args_and_kwargs_specs, _children, _shown as _name_shown, leaf_names
 
 _NO_DEFAULT = object()
 _LEFT_OUT = object()  # bind's mark of a constant left out where eager computes with another value
@@ -200,14 +200,15 @@ class ConstantArguments:
         arguments fixed at lowering: "takes 2 to 3 (x, pos, scale; scale is fixed at 0.5)", not "takes 2"."""
         fixed = {c.parameter: c.value for c in self.constants if c.parameter is not None}
         described = []
-        for parameter in positional[count:]:
+        for parameter in positional[count:]:  # names escaped: load refuses unprintable ones, this holds without it
+            name = _name_shown(parameter.name)
             if parameter.name in fixed:
-                described.append(f"{parameter.name} is fixed at {fixed[parameter.name]!r}")
+                described.append(f"{name} is fixed at {fixed[parameter.name]!r}")
             elif parameter.has_default and parameter.default is not _NO_DEFAULT:
-                described.append(f"{parameter.name} is fixed at forward's default {parameter.default!r}")
+                described.append(f"{name} is fixed at forward's default {parameter.default!r}")
             else:
-                described.append(f"{parameter.name} is fixed at lowering")
-        names = ", ".join(p.name for p in positional)
+                described.append(f"{name} is fixed at lowering")
+        names = ", ".join(_name_shown(p.name) for p in positional)
         return (f"the program takes {count} to {len(positional)} positional argument(s) ({names}; "
                 f"{'; '.join(described)}), got {given}; call it as the exported module was called")
 

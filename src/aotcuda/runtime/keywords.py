@@ -13,7 +13,7 @@ printing two TreeSpecs.
 
 from __future__ import annotations
 
-from aotcuda.errors import InputError, names_quoted, quoted
+from aotcuda.errors import InputError, clipped, names_quoted, quoted, terminal_safe
 
 _MISSING = object()
 
@@ -187,13 +187,21 @@ def _by_keyword_hint(extra: int, keywords: list[str], kwargs: dict) -> str:
             f"{'it' if one else 'them'} by name, as the exported module was called): pass {passed}")
 
 
+def _shown(name: str) -> str:
+    """A package's argument name as a message lists it: escaped and cut. forward_arg_names is checked at load
+    (printable, at most 256 characters), but a package without it (an older one, or one whose lowering left it out)
+    names its arguments by its inputs' names, which load takes as any string (break41's review: an ESC sequence in
+    one came back raw in every count refusal)."""
+    return clipped(terminal_safe(name), 256)
+
+
 def _listed(names: list[str | None]) -> str:
-    return f" ({', '.join(names)})" if names and all(names) else ""
+    return f" ({', '.join(map(_shown, names))})" if names and all(names) else ""
 
 
 def _what_it_takes(names: list[str | None], keywords: list[str]) -> str:
-    positional = ", ".join(name or f"#{i}" for i, name in enumerate(names)) or "no positional argument"
-    return f"{positional}{' and keyword(s) ' + ', '.join(keywords) if keywords else ''}"
+    positional = ", ".join(_shown(name) if name else f"#{i}" for i, name in enumerate(names)) or "no positional argument"
+    return f"{positional}{' and keyword(s) ' + ', '.join(map(_shown, keywords)) if keywords else ''}"
 
 
 _UNKNOWN = object()  # a value structure_difference was not given

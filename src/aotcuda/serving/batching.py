@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped, one_line
+from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped, one_line, terminal_safe
 
 __all__ = ["BatchPlan", "combine", "index_records", "serving_plan", "split_rows", "state_written_names",
            "training_norm_cause",
@@ -156,7 +156,9 @@ def index_records(signature: dict | None, where: str) -> tuple[dict, dict]:
     """The inputs' index records of a signature (a package's, or the one a Program loaded): ``({name:
     (IndexRange, ...)}, {name: [line, ...]})``, the "index_ranges" (read by the runtime's
     ``parse_index_ranges``, which load reads them with) and the "index_unchecked" lines of each input that has
-    them. PackageError for ranges not in their form (load refuses them too)."""
+    them, each one line and escaped (``errors.terminal_safe``: a ServingConfigError quotes them, which a traceback, a
+    terminal or a log prints; break41's review found an ESC sequence there raw through ``check_package``).
+    PackageError for ranges not in their form (load refuses them too)."""
     from aotcuda.runtime.index_ranges import parse_index_ranges
 
     inputs = (signature or {}).get("inputs")
@@ -168,7 +170,7 @@ def index_records(signature: dict | None, where: str) -> tuple[dict, dict]:
         lines = spec.get("index_unchecked") if isinstance(spec, dict) else None
         if lines:
             unchecked[str(spec.get("name", f"#{index}"))] = \
-                [one_line(line) for line in (lines if isinstance(lines, list) else [lines])]
+                [terminal_safe(one_line(line)) for line in (lines if isinstance(lines, list) else [lines])]
     return ranges, unchecked
 
 
@@ -383,6 +385,7 @@ def unbounded_size(recorded) -> str:
                            f"null}}: {clipped(repr(recorded), 80)}; lower the model again")
     for size in recorded:
         if size.get("max") is None:
-            return (f"the program computes a tensor size, {clipped(size['expr'], 40)}, from an input's values "
+            # escaped: load reads no grammar into this optional record, and a ServingConfigError quotes it
+            return (f"the program computes a tensor size, {clipped(terminal_safe(size['expr']), 40)}, from an input's values "
                     "(data-dependent; an intermediate tensor's, or an output's)")
     return ""
