@@ -237,3 +237,18 @@ def test_a_program_serving_does_not_batch_is_not_walked():
 
     ep = before_compile(Pooled(), (torch.randn(3, 4),), {}, ({0: BATCH},))[0]
     assert row_flow(ep) is None
+
+
+def test_embedding_bags_offsets_from_the_batch_size_are_not_a_mix():
+    """nn.EmbeddingBag on 2-D ids makes its offsets torch.arange(0, B * T, T); the walk called every arange of a
+    batch-size bound but arange(B) a mix, so rows_mixed was true and serving refused a row-local model (fixrows41)."""
+    torch.manual_seed(0)
+    bag = torch.nn.EmbeddingBag(20, 8, mode="mean").eval()
+    ids = torch.randint(0, 20, (4, 6))
+    ep = before_compile(bag, (ids,), {}, ({0: BATCH},))[0]
+    flow, probe = row_flow(ep), probe_rows(ep, (ids,), {})
+    assert flow.verdict != MIXES, flow
+    assert rows_record(probe, flow)["rows_mixed"] is False
+    fresh = torch.randint(0, 20, (5, 6))
+    with torch.no_grad():
+        torch.testing.assert_close(ep.module()(fresh)[2:3], ep.module()(fresh[2:3]))

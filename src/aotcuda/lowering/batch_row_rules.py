@@ -118,8 +118,12 @@ def _created(node, args: Args, symbol):
     value = node.meta["val"]
     for name in ("fill_value", "start", "end", "step", "s", "value"):
         if args.state(name) == SIZE:
-            if packet_of(node) == aten.arange and _is_row_numbers(args, symbol):
-                return Rows(0, numbers=True)
+            if packet_of(node) == aten.arange:
+                if _is_row_numbers(args, symbol):
+                    return Rows(0, numbers=True)
+                # arange(0, B * T, T): EmbeddingBag's offsets of 2-D ids, one bag per row; which ranges keep rows
+                # apart is beyond this walk, and a false "mixes" would refuse a row-local model
+                raise NotKnown("makes a range other than the row numbers from the batch size")
             raise Mixes("makes the batch size a value of a tensor (torch.arange(x.shape[0]), a fill of len(x)): a "
                          "row's answer would depend on how many rows share its batch")
     dims = [dim for dim, size in enumerate(value.shape) if symbol in free_symbols(size)]
