@@ -302,8 +302,12 @@ def _convolved(node, args: Args, symbol):
 
 
 def _pooled(node, args: Args, symbol):
-    state = args.state("self" if "self" in args.values else "input")  # upsample_nearest2d.vec names it input
-    if has_rows(state) and state.dim >= 2:
+    """Pooling and resizing of k-D: the last k dims are pooled, counted from the end, as torch takes an unbatched
+    [C, H, W] too (the batch rows can be its H)."""
+    name = "self" if "self" in args.values else "input"  # upsample_nearest2d.vec names it input
+    state = args.state(name)
+    pooled = 1 if "1d" in str(node.target) else 3 if "3d" in str(node.target) else 2
+    if has_rows(state) and state.dim >= args.rank(name) - pooled:
         raise Mixes(f"pools across the batch dim (dim {state.dim})")
     count = len(node.meta["val"]) if isinstance(node.meta["val"], (tuple, list)) else 0
     return tuple(state for _ in range(count)) if count else state
@@ -498,7 +502,8 @@ RULES = {
     aten.convolution: _convolved,
     **{packet: _pooled for packet in (aten.max_pool2d_with_indices, aten.avg_pool2d, aten._adaptive_avg_pool2d,
                                       aten.max_pool1d, aten.avg_pool1d, aten.upsample_nearest2d,
-                                      aten.adaptive_max_pool2d, aten.upsample_bilinear2d)},
+                                      aten.adaptive_max_pool2d, aten.upsample_bilinear2d, aten.avg_pool3d,
+                                      aten.max_pool3d_with_indices, aten._adaptive_avg_pool3d)},
     **{packet: _attended for packet in (aten.scaled_dot_product_attention, aten._scaled_dot_product_flash_attention,
                                         aten._scaled_dot_product_flash_attention_for_cpu,
                                         aten._scaled_dot_product_efficient_attention,
