@@ -80,6 +80,8 @@ MIXING = {
     "a write into one row": (lambda m, x, ids: _written_row(x), "row numbers"),  # decomposed: where(arange == 0)
     "batch norm in training": (lambda m, x, ids: torch.nn.functional.batch_norm(x, None, None, training=True),
                                "aten._native_batch_norm_legit"),
+    "scatter at a free index": (lambda m, x, ids: x + torch.zeros_like(x).scatter(1, torch.tensor([[0]]), x),
+                                "index without the batch rows"),  # writes the first row alone
     # an unbatched [C, H, W] input with the batch rows as H: pooled dims count from the end
     "pool of an unbatched input": (lambda m, x, ids: x + torch.nn.functional.max_pool2d(
         torch.relu(x - 1e6).T.unsqueeze(-1), (3, 1), 1, (1, 0)).squeeze(-1).T, "aten.max_pool2d_with_indices"),

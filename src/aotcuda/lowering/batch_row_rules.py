@@ -411,12 +411,21 @@ def _gathered(node, args: Args, symbol):
 
 
 def _scattered(node, args: Args, symbol):
+    """scatter writes where the index's shape reaches: into a tensor of the rows, only an index with the rows at the
+    same dim reaches every row (a free index of 1 row writes the first row alone); the src it reads at the index's
+    positions then holds them too."""
+    self_state, index_state = args.state("self"), args.state("index")
     states = [args.state(name) for name in ("self", "index", "src") if name in args.values]
     dim = dim_in(args["dim"], args.rank("self"))
     if any(has_rows(s) and s.dim == dim for s in states):
         raise Mixes("writes along the batch dim at indices: a row's values land in other rows")
-    if not has_rows(args.state("self")) and any(has_rows(s) for s in states):
+    if not has_rows(self_state) and any(has_rows(s) for s in states):
         raise Mixes("writes the rows' values into a tensor without the batch dim")
+    if has_rows(self_state) and not (has_rows(index_state) and index_state.dim == self_state.dim):
+        raise Mixes("writes at an index without the batch rows: only the rows its shape reaches get the write, so "
+                     "a row's answer depends on its place in the batch")
+    if isinstance(args["src"], torch.fx.Node) and has_rows(index_state) and not has_rows(args.state("src")):
+        raise NotKnown("writes values of a tensor without the batch rows at an index of the rows")
     return _one_place({(s.dim, s.inner, s.outer) for s in states if has_rows(s)})
 
 
