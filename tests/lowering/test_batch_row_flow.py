@@ -75,11 +75,17 @@ MIXING = {
     "rows along dim 1": (lambda m, x, ids: (x[None, :, :] * x[:, None, :]).sum(1), "different dims"),
     "rows tiled, shifted": (lambda m, x, ids: x.repeat(2, 1)[1:x.shape[0] + 1] + x.repeat(1, 2)[:, :8], "aten.slice"),
     "a row's size from the count": (lambda m, x, ids: x.repeat(1, 9)[:, :x.shape[0]].sum(1, keepdim=True) + x,
-                                    "a size computed from the batch size"),
+                                    "batch size"),  # the slice's end: "computes with the batch size as a value"
     "row numbers through clone": (lambda m, x, ids: x + torch.arange(x.shape[0]).clone()[:, None], "row numbers"),
     "a write into one row": (lambda m, x, ids: _written_row(x), "row numbers"),  # decomposed: where(arange == 0)
     "batch norm in training": (lambda m, x, ids: torch.nn.functional.batch_norm(x, None, None, training=True),
                                "aten._native_batch_norm_legit"),
+    # a number of the batch size read as an index, a slice's bounds of another dim, a k: each row's answer moves with
+    # the count of rows
+    "an index from the count": (lambda m, x, ids: x * x[:, x.shape[0] % 8, None], "batch size as a value"),
+    "a narrow from the count": (lambda m, x, ids: x.narrow(1, x.shape[0] % 4, 4), "batch size as a value"),
+    "a k from the count": (lambda m, x, ids: x + x.kthvalue(x.shape[0] % 8 + 1, 1).values[:, None],
+                           "batch size as a value"),
     "scatter at a free index": (lambda m, x, ids: x + torch.zeros_like(x).scatter(1, torch.tensor([[0]]), x),
                                 "index without the batch rows"),  # writes the first row alone
     # an unbatched [C, H, W] input with the batch rows as H: pooled dims count from the end

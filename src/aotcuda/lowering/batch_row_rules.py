@@ -470,6 +470,9 @@ def _counted(node, args: Args, symbol):
     raise Mixes("lists the nonzero elements of every row together: the result's length is the batch's count")
 
 
+_CREATED = {aten.full, aten.zeros, aten.ones, aten.empty, aten.empty_strided, aten.rand, aten.randn, aten.scalar_tensor,
+            aten.arange, aten.new_zeros, aten.new_ones, aten.new_empty, aten.new_full, aten.full_like, aten.zeros_like,
+            aten.ones_like, aten.empty_like, aten.rand_like, aten.randn_like, aten.randint_like}
 # ops whose arguments are all followed through _pointwise's broadcast (no pointwise tag, or named for clarity)
 _POINTWISE = (aten.copy, aten.fill, aten.masked_fill)
 _SAME = (aten.alias, aten.clone, aten.contiguous, aten.detach, aten.view_as_real, aten.view_as_complex, aten._to_copy,
@@ -485,10 +488,7 @@ RULES = {
     aten.repeat: _repeated,
     **{packet: _same for packet in _SAME},
     **{packet: _pointwise for packet in _POINTWISE},
-    **{packet: _created for packet in (aten.full, aten.zeros, aten.ones, aten.empty, aten.empty_strided, aten.rand,
-                                       aten.randn, aten.scalar_tensor, aten.arange, aten.new_zeros, aten.new_ones,
-                                       aten.new_empty, aten.new_full, aten.full_like, aten.zeros_like, aten.ones_like,
-                                       aten.empty_like, aten.rand_like, aten.randn_like, aten.randint_like)},
+    **{packet: _created for packet in _CREATED},
     **{packet: _along(_named_dims) for packet in (
         aten.sum, aten.mean, aten.amax, aten.amin, aten.max, aten.min, aten.argmax, aten.argmin, aten.prod, aten.any,
         aten.all, aten.var, aten.var_mean, aten.std, aten.std_mean, aten.logsumexp, aten.linalg_vector_norm,
@@ -553,6 +553,33 @@ def rule_for(node):
     if packet in _SAME:  # clone is tagged elementwise, but keeps the row numbers' mark, which _pointwise drops
         return _same
     return _pointwise if _is_pointwise(node) else RULES.get(packet)
+
+
+# arguments that restate a shape (a view's, a new tensor's, group norm's N): the output's shape records them
+_SIZE_ARGUMENTS = ("size", "shape", "sizes", "repeats", "stride", "N", "C", "HxW", "output_size")
+
+
+def batch_size_argument(node, args: Args, symbol) -> str | None:
+    """The name of an argument of a tensor op that is a number computed from the batch size, where the op reads it as a
+    value (x[:, B // 8], x.narrow(1, B // 8, 4), x.kthvalue(B // 8 + 1, 1), tril's diagonal, roll's shifts): a row's
+    answer would depend on how many rows share its batch. Not a size the output's shape records (x.view(B, -1),
+    ones(8).expand(B, 8)), a slice's bounds of the batch dim (its rule checks they keep whole blocks of rows), nor the
+    numbers of a new tensor (_created checks its fill and its range)."""
+    if packet_of(node) in _CREATED:
+        return None
+    recorded = {sympy.expand(size_of(size)) for leaf in pytree.tree_leaves(node.meta["val"])
+                if isinstance(leaf, torch.Tensor) for size in leaf.shape}
+    for name in args.names:
+        for leaf in pytree.tree_leaves(args[name]):
+            if not isinstance(leaf, torch.fx.Node) or args.states.get(leaf, FREE) != SIZE:
+                continue
+            if name in _SIZE_ARGUMENTS and sympy.expand(size_of(leaf.meta["val"])) in recorded:
+                continue
+            if name in ("start", "end") and packet_of(node) in (aten.slice, aten.slice_scatter) \
+                    and has_rows(args.state("self")) and dim_in(args["dim"], args.rank("self")) == args.state("self").dim:
+                continue
+            return name
+    return None
 
 
 def keeps_row_numbers(node) -> bool:
