@@ -263,3 +263,22 @@ def test_embedding_bags_offsets_from_the_batch_size_are_not_a_mix():
     fresh = torch.randint(0, 20, (5, 6))
     with torch.no_grad():
         torch.testing.assert_close(ep.module()(fresh)[2:3], ep.module()(fresh[2:3]))
+
+
+def test_the_efficient_attention_ops_bias_is_read():
+    """The CUDA efficient and cudnn attention ops name their mask attn_bias, which the walk did not read: a bias of the
+    rows beside a query without them was proved "kept apart" (exported with torch.export: its meta kernel runs on CPU;
+    fixrows41)."""
+    class Biased(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = torch.nn.Parameter(torch.randn(1, 2, 4, 8))
+
+        def forward(self, x, bias):  # x [batch, 2, 4, 8], bias [batch, 2, 4, 4]
+            q = self.q
+            return x + torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, bias, False)[0]
+
+    ep = torch.export.export(Biased(), (torch.randn(4, 2, 4, 8), torch.randn(4, 2, 4, 4)),
+                             dynamic_shapes=({0: BATCH}, {0: BATCH}))
+    flow = row_flow(ep)
+    assert flow.verdict != KEPT_APART and "efficient_attention" in flow.reason, flow

@@ -317,7 +317,7 @@ def _attended(node, args: Args, symbol):
     """Attention over [..., L, E] queries and [..., S, E] keys: the leading dims are separate problems; a batch dim
     among the queries' positions or the keys' mixes (each query reads every key)."""
     places = set()
-    for name in ("query", "key", "value", "attn_mask"):
+    for name in ("query", "key", "value", "attn_mask", "attn_bias"):  # the CUDA efficient and cudnn ops: attn_bias
         state = args.state(name)
         if has_rows(state):
             rank = args.rank(name)
@@ -575,8 +575,9 @@ def batch_size_argument(node, args: Args, symbol) -> str | None:
                 continue
             if name in _SIZE_ARGUMENTS and sympy.expand(size_of(leaf.meta["val"])) in recorded:
                 continue
-            if name in ("start", "end") and packet_of(node) in (aten.slice, aten.slice_scatter) \
-                    and has_rows(args.state("self")) and dim_in(args["dim"], args.rank("self")) == args.state("self").dim:
+            rows = args.state("self")
+            if name in ("start", "end") and packet_of(node) in (aten.slice, aten.slice_scatter) and has_rows(rows) \
+                    and dim_in(args["dim"], args.rank("self")) == rows.dim:
                 continue
             return name
     return None
