@@ -75,11 +75,22 @@ MIXING = {
     "rows along dim 1": (lambda m, x, ids: (x[None, :, :] * x[:, None, :]).sum(1), "different dims"),
     "rows tiled, shifted": (lambda m, x, ids: x.repeat(2, 1)[1:x.shape[0] + 1] + x.repeat(1, 2)[:, :8], "aten.slice"),
     "a row's size from the count": (lambda m, x, ids: x.repeat(1, 9)[:, :x.shape[0]].sum(1, keepdim=True) + x,
-                                    "a size computed from the batch size"),
+                                    "batch size"),  # the slice's end: "computes with the batch size as a value"
     "row numbers through clone": (lambda m, x, ids: x + torch.arange(x.shape[0]).clone()[:, None], "row numbers"),
     "a write into one row": (lambda m, x, ids: _written_row(x), "row numbers"),  # decomposed: where(arange == 0)
     "batch norm in training": (lambda m, x, ids: torch.nn.functional.batch_norm(x, None, None, training=True),
                                "aten._native_batch_norm_legit"),
+    # a number of the batch size read as an index, a slice's bounds of another dim, a k: each row's answer moves with
+    # the count of rows
+    "an index from the count": (lambda m, x, ids: x * x[:, x.shape[0] % 8, None], "batch size as a value"),
+    "a narrow from the count": (lambda m, x, ids: x.narrow(1, x.shape[0] % 4, 4), "batch size as a value"),
+    "a k from the count": (lambda m, x, ids: x + x.kthvalue(x.shape[0] % 8 + 1, 1).values[:, None],
+                           "batch size as a value"),
+    "scatter at a free index": (lambda m, x, ids: x + torch.zeros_like(x).scatter(1, torch.tensor([[0]]), x),
+                                "index without the batch rows"),  # writes the first row alone
+    # an unbatched [C, H, W] input with the batch rows as H: pooled dims count from the end
+    "pool of an unbatched input": (lambda m, x, ids: x + torch.nn.functional.max_pool2d(
+        torch.relu(x - 1e6).T.unsqueeze(-1), (3, 1), 1, (1, 0)).squeeze(-1).T, "aten.max_pool2d_with_indices"),
 }
 
 
@@ -237,3 +248,37 @@ def test_a_program_serving_does_not_batch_is_not_walked():
 
     ep = before_compile(Pooled(), (torch.randn(3, 4),), {}, ({0: BATCH},))[0]
     assert row_flow(ep) is None
+
+
+def test_embedding_bags_offsets_from_the_batch_size_are_not_a_mix():
+    """nn.EmbeddingBag on 2-D ids makes its offsets torch.arange(0, B * T, T); the walk called every arange of a
+    batch-size bound but arange(B) a mix, so rows_mixed was true and serving refused a row-local model (fixrows41)."""
+    torch.manual_seed(0)
+    bag = torch.nn.EmbeddingBag(20, 8, mode="mean").eval()
+    ids = torch.randint(0, 20, (4, 6))
+    ep = before_compile(bag, (ids,), {}, ({0: BATCH},))[0]
+    flow, probe = row_flow(ep), probe_rows(ep, (ids,), {})
+    assert flow.verdict != MIXES, flow
+    assert rows_record(probe, flow)["rows_mixed"] is False
+    fresh = torch.randint(0, 20, (5, 6))
+    with torch.no_grad():
+        torch.testing.assert_close(ep.module()(fresh)[2:3], ep.module()(fresh[2:3]))
+
+
+def test_the_efficient_attention_ops_bias_is_read():
+    """The CUDA efficient and cudnn attention ops name their mask attn_bias, which the walk did not read: a bias of the
+    rows beside a query without them was proved "kept apart" (exported with torch.export: its meta kernel runs on CPU;
+    fixrows41)."""
+    class Biased(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = torch.nn.Parameter(torch.randn(1, 2, 4, 8))
+
+        def forward(self, x, bias):  # x [batch, 2, 4, 8], bias [batch, 2, 4, 4]
+            q = self.q
+            return x + torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, bias, False)[0]
+
+    ep = torch.export.export(Biased(), (torch.randn(4, 2, 4, 8), torch.randn(4, 2, 4, 4)),
+                             dynamic_shapes=({0: BATCH}, {0: BATCH}))
+    flow = row_flow(ep)
+    assert flow.verdict != KEPT_APART and "efficient_attention" in flow.reason, flow

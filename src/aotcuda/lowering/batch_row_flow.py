@@ -24,7 +24,7 @@ from torch.export import ExportedProgram
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from aotcuda.errors import clipped
-from aotcuda.lowering.batch_row_rules import keeps_row_numbers, rule_for
+from aotcuda.lowering.batch_row_rules import batch_size_argument, keeps_row_numbers, rule_for
 from aotcuda.lowering.batch_row_states import (FREE, SIZE, Args, Lost, Mixed, Mixes, NotKnown, Rows, free_symbols,
                                                mentions, size_of)
 from aotcuda.lowering.batch_rows import RowsProbe
@@ -124,7 +124,12 @@ def _state_of(node: torch.fx.Node, states: dict, symbol) -> object:
     if rule is None:
         return Lost(f"{_name(node)} is an op the row analysis does not know ({_line(node)})")
     try:
-        state = rule(node, Args(node, states), symbol)
+        args = Args(node, states)
+        sized = batch_size_argument(node, args, symbol)
+        if sized is not None:
+            raise Mixes(f"computes with the batch size as a value (its {sized} is computed from x.shape[0]): a row's "
+                        "answer would depend on how many rows share its batch")
+        state = rule(node, args, symbol)
     except Mixes as exc:
         return Mixed(f"{_name(node)} {exc} ({_line(node)})")
     except NotKnown as exc:

@@ -118,8 +118,12 @@ def _created(node, args: Args, symbol):
     value = node.meta["val"]
     for name in ("fill_value", "start", "end", "step", "s", "value"):
         if args.state(name) == SIZE:
-            if packet_of(node) == aten.arange and _is_row_numbers(args, symbol):
-                return Rows(0, numbers=True)
+            if packet_of(node) == aten.arange:
+                if _is_row_numbers(args, symbol):
+                    return Rows(0, numbers=True)
+                # arange(0, B * T, T): EmbeddingBag's offsets of 2-D ids, one bag per row; which ranges keep rows
+                # apart is beyond this walk, and a false "mixes" would refuse a row-local model
+                raise NotKnown("makes a range other than the row numbers from the batch size")
             raise Mixes("makes the batch size a value of a tensor (torch.arange(x.shape[0]), a fill of len(x)): a "
                          "row's answer would depend on how many rows share its batch")
     dims = [dim for dim, size in enumerate(value.shape) if symbol in free_symbols(size)]
@@ -298,8 +302,12 @@ def _convolved(node, args: Args, symbol):
 
 
 def _pooled(node, args: Args, symbol):
-    state = args.state("self" if "self" in args.values else "input")  # upsample_nearest2d.vec names it input
-    if has_rows(state) and state.dim >= 2:
+    """Pooling and resizing of k-D: the last k dims are pooled, counted from the end, as torch takes an unbatched
+    [C, H, W] too (the batch rows can be its H)."""
+    name = "self" if "self" in args.values else "input"  # upsample_nearest2d.vec names it input
+    state = args.state(name)
+    pooled = 1 if "1d" in str(node.target) else 3 if "3d" in str(node.target) else 2
+    if has_rows(state) and state.dim >= args.rank(name) - pooled:
         raise Mixes(f"pools across the batch dim (dim {state.dim})")
     count = len(node.meta["val"]) if isinstance(node.meta["val"], (tuple, list)) else 0
     return tuple(state for _ in range(count)) if count else state
@@ -309,7 +317,7 @@ def _attended(node, args: Args, symbol):
     """Attention over [..., L, E] queries and [..., S, E] keys: the leading dims are separate problems; a batch dim
     among the queries' positions or the keys' mixes (each query reads every key)."""
     places = set()
-    for name in ("query", "key", "value", "attn_mask"):
+    for name in ("query", "key", "value", "attn_mask", "attn_bias"):  # the CUDA efficient and cudnn ops: attn_bias
         state = args.state(name)
         if has_rows(state):
             rank = args.rank(name)
@@ -403,12 +411,21 @@ def _gathered(node, args: Args, symbol):
 
 
 def _scattered(node, args: Args, symbol):
+    """scatter writes where the index's shape reaches: into a tensor of the rows, only an index with the rows at the
+    same dim reaches every row (a free index of 1 row writes the first row alone); the src it reads at the index's
+    positions then holds them too."""
+    self_state, index_state = args.state("self"), args.state("index")
     states = [args.state(name) for name in ("self", "index", "src") if name in args.values]
     dim = dim_in(args["dim"], args.rank("self"))
     if any(has_rows(s) and s.dim == dim for s in states):
         raise Mixes("writes along the batch dim at indices: a row's values land in other rows")
-    if not has_rows(args.state("self")) and any(has_rows(s) for s in states):
+    if not has_rows(self_state) and any(has_rows(s) for s in states):
         raise Mixes("writes the rows' values into a tensor without the batch dim")
+    if has_rows(self_state) and not (has_rows(index_state) and index_state.dim == self_state.dim):
+        raise Mixes("writes at an index without the batch rows: only the rows its shape reaches get the write, so "
+                     "a row's answer depends on its place in the batch")
+    if isinstance(args["src"], torch.fx.Node) and has_rows(index_state) and not has_rows(args.state("src")):
+        raise NotKnown("writes values of a tensor without the batch rows at an index of the rows")
     return _one_place({(s.dim, s.inner, s.outer) for s in states if has_rows(s)})
 
 
@@ -453,6 +470,9 @@ def _counted(node, args: Args, symbol):
     raise Mixes("lists the nonzero elements of every row together: the result's length is the batch's count")
 
 
+_CREATED = {aten.full, aten.zeros, aten.ones, aten.empty, aten.empty_strided, aten.rand, aten.randn, aten.scalar_tensor,
+            aten.arange, aten.new_zeros, aten.new_ones, aten.new_empty, aten.new_full, aten.full_like, aten.zeros_like,
+            aten.ones_like, aten.empty_like, aten.rand_like, aten.randn_like, aten.randint_like}
 # ops whose arguments are all followed through _pointwise's broadcast (no pointwise tag, or named for clarity)
 _POINTWISE = (aten.copy, aten.fill, aten.masked_fill)
 _SAME = (aten.alias, aten.clone, aten.contiguous, aten.detach, aten.view_as_real, aten.view_as_complex, aten._to_copy,
@@ -468,10 +488,7 @@ RULES = {
     aten.repeat: _repeated,
     **{packet: _same for packet in _SAME},
     **{packet: _pointwise for packet in _POINTWISE},
-    **{packet: _created for packet in (aten.full, aten.zeros, aten.ones, aten.empty, aten.empty_strided, aten.rand,
-                                       aten.randn, aten.scalar_tensor, aten.arange, aten.new_zeros, aten.new_ones,
-                                       aten.new_empty, aten.new_full, aten.full_like, aten.zeros_like, aten.ones_like,
-                                       aten.empty_like, aten.rand_like, aten.randn_like, aten.randint_like)},
+    **{packet: _created for packet in _CREATED},
     **{packet: _along(_named_dims) for packet in (
         aten.sum, aten.mean, aten.amax, aten.amin, aten.max, aten.min, aten.argmax, aten.argmin, aten.prod, aten.any,
         aten.all, aten.var, aten.var_mean, aten.std, aten.std_mean, aten.logsumexp, aten.linalg_vector_norm,
@@ -494,7 +511,8 @@ RULES = {
     aten.convolution: _convolved,
     **{packet: _pooled for packet in (aten.max_pool2d_with_indices, aten.avg_pool2d, aten._adaptive_avg_pool2d,
                                       aten.max_pool1d, aten.avg_pool1d, aten.upsample_nearest2d,
-                                      aten.adaptive_max_pool2d, aten.upsample_bilinear2d)},
+                                      aten.adaptive_max_pool2d, aten.upsample_bilinear2d, aten.avg_pool3d,
+                                      aten.max_pool3d_with_indices, aten._adaptive_avg_pool3d)},
     **{packet: _attended for packet in (aten.scaled_dot_product_attention, aten._scaled_dot_product_flash_attention,
                                         aten._scaled_dot_product_flash_attention_for_cpu,
                                         aten._scaled_dot_product_efficient_attention,
@@ -535,6 +553,34 @@ def rule_for(node):
     if packet in _SAME:  # clone is tagged elementwise, but keeps the row numbers' mark, which _pointwise drops
         return _same
     return _pointwise if _is_pointwise(node) else RULES.get(packet)
+
+
+# arguments that restate a shape (a view's, a new tensor's, group norm's N): the output's shape records them
+_SIZE_ARGUMENTS = ("size", "shape", "sizes", "repeats", "stride", "N", "C", "HxW", "output_size")
+
+
+def batch_size_argument(node, args: Args, symbol) -> str | None:
+    """The name of an argument of a tensor op that is a number computed from the batch size, where the op reads it as a
+    value (x[:, B // 8], x.narrow(1, B // 8, 4), x.kthvalue(B // 8 + 1, 1), tril's diagonal, roll's shifts): a row's
+    answer would depend on how many rows share its batch. Not a size the output's shape records (x.view(B, -1),
+    ones(8).expand(B, 8)), a slice's bounds of the batch dim (its rule checks they keep whole blocks of rows), nor the
+    numbers of a new tensor (_created checks its fill and its range)."""
+    if packet_of(node) in _CREATED:
+        return None
+    recorded = {sympy.expand(size_of(size)) for leaf in pytree.tree_leaves(node.meta["val"])
+                if isinstance(leaf, torch.Tensor) for size in leaf.shape}
+    for name in args.names:
+        for leaf in pytree.tree_leaves(args[name]):
+            if not isinstance(leaf, torch.fx.Node) or args.states.get(leaf, FREE) != SIZE:
+                continue
+            if name in _SIZE_ARGUMENTS and sympy.expand(size_of(leaf.meta["val"])) in recorded:
+                continue
+            rows = args.state("self")
+            if name in ("start", "end") and packet_of(node) in (aten.slice, aten.slice_scatter) and has_rows(rows) \
+                    and dim_in(args["dim"], args.rank("self")) == rows.dim:
+                continue
+            return name
+    return None
 
 
 def keeps_row_numbers(node) -> bool:
