@@ -260,3 +260,19 @@ def test_a_request_writes_no_control_character_into_the_replica_log():
     assert answer.status_code == 400 and len(logged) == 1, logged
     assert not any(char in logged[0] for char in "\x1b\x07\n\u202e"), repr(logged[0])
     assert "\\x1b]0;owned\\x07" in logged[0] and "/etc/x" in logged[0], logged[0]  # escaped, and whole
+
+
+def test_a_refusal_of_missing_inputs_lists_the_names_cut():
+    """Found by review41c: the refusal of a request that lacks inputs listed every input name whole: with 10,000 names
+    of 1,024 characters (the most a signature holds) a replica built a 20,560,033-character RequestError for every
+    such request before cutting its answer. It lists 20 names, each cut, and says how many more."""
+    import struct
+
+    from aotcuda.serving.codec import RequestError, decode_inputs
+
+    names = [f"{index:05d}" + "x" * 1019 for index in range(10_000)]
+    with pytest.raises(RequestError) as caught:
+        decode_inputs(struct.pack("<Q", 2) + b"{}", names, 1 << 30)
+    said = str(caught.value)
+    assert len(said) < 5_000, len(said)
+    assert "00000xx" in said and "and 9980 more" in said and "missing input(s)" in said

@@ -209,7 +209,9 @@ def test_an_absolute_form_target_is_read_as_its_path_and_its_host_is_checked():
                            path="http://evil.example:18651/predict")
     status, answer_headers, _ = refusal_of(sent)
     assert (status, answer_headers[b"x-aotcuda-error"]) == (421, b"WrongHostError") and app.scope is None
-    for target in ("predict", "ftp://127.0.0.1/predict", "http:///predict", "http://user@127.0.0.1/predict"):
+    # review41c: a fragment or a query where the path goes ("#x" reached the app as the path)
+    for target in ("predict", "ftp://127.0.0.1/predict", "http:///predict", "http://user@127.0.0.1/predict",
+                   "http://127.0.0.1:18651#x", "http://127.0.0.1:18651?x#/predict"):
         app = Recorder()
         sent, receives = drive(whole_body(app), [chunk(b"ab", False)], server=loopback, path=target)
         status, answer_headers, body = refusal_of(sent)

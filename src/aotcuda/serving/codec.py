@@ -114,21 +114,29 @@ def _check_header_names(body: bytes, names: list[str], fixed: dict) -> None:
     if constants:  # a client that sends forward's every argument: say why this one is no input, not "unknown"
         said = ", ".join(f"{name!r} (the program computes with {fixed[name]!r})" for name in constants[:5])
         others = [name for name in unknown if name not in fixed]
-        rest = (f"; {'missing input(s) ' + ', '.join(map(repr, missing)) if missing else ''}"
+        rest = (f"; {'missing input(s) ' + _names_listed(missing) if missing else ''}"
                 f"{'; ' if missing and others else ''}"
                 f"{'unknown input(s) ' + ', '.join(repr(shown(name, 40)) for name in others[:5]) if others else ''}"
                 if missing or others else "")
         raise RequestError(f"{said} {'is an argument' if len(constants) == 1 else 'are arguments'} fixed at lowering, "
                            f"no part of a request: leave {'it' if len(constants) == 1 else 'them'} out (the program "
-                           f"takes {', '.join(map(repr, names))}; another value needs the model lowered again with "
+                           f"takes {_names_listed(names)}; another value needs the model lowered again with "
                            f"it){rest}")
     if missing or unknown:
         shown_unknown = ", ".join(repr(shown(name, 40)) for name in unknown[:5])
         if len(unknown) > 5:
             shown_unknown += f" and {len(unknown) - 5} more"
-        parts = ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else []) + (
+        parts = ([f"missing input(s) {_names_listed(missing)}"] if missing else []) + (
             [f"unknown input(s) {shown_unknown}"] if unknown else [])
-        raise RequestError(f"{'; '.join(parts)}: the program takes {', '.join(map(repr, names))}")
+        raise RequestError(f"{'; '.join(parts)}: the program takes {_names_listed(names)}")
+
+
+def _names_listed(names: list[str], limit: int = 20) -> str:
+    """``names`` quoted, at most ``limit`` of them, each cut: a signature may list 10,000 inputs of 1,024 characters,
+    and a replica built the whole list for every bad request before cutting its answer (review41c: 20 MB a
+    refusal)."""
+    listed = ", ".join(repr(shown(name, 60)) for name in names[:limit])
+    return listed + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def check_answer_size(output_specs, bindings: dict[str, int], max_bytes: int) -> None:

@@ -81,7 +81,8 @@ def in_origin_form(scope) -> dict | RequestError:
     if target.startswith(b"/") or target in (b"", b"*"):  # origin form; asterisk form (OPTIONS *): Ray's to answer
         return scope
     absolute = _ABSOLUTE_FORM.fullmatch(target)
-    if absolute is None or absolute[1].lower() not in (b"http", b"https") or not absolute[2] or b"@" in absolute[2]:
+    if (absolute is None or absolute[1].lower() not in (b"http", b"https") or not absolute[2] or b"@" in absolute[2]
+            or absolute[3][:1] not in (b"", b"/")):  # "http://h#x", "http://h?x": no path (a fragment is no part of one)
         return RequestError(f"the request target {shown_text(target.decode('latin-1'))} is neither a path (/predict) "
                             "nor an absolute http URL (http://host:port/predict); send the request to the path")
     path = absolute[3] or b"/"
