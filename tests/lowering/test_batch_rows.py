@@ -515,3 +515,17 @@ def test_on_cuda_the_probe_keeps_indices_in_range_and_cuda_usable():
     assert probe_rows(ep, (ids,), {}).mixed is True
     torch.cuda.synchronize()
     assert float(torch.ones(2, device="cuda").sum()) == 2.0
+
+
+def test_arguments_named_input_and_input_1_are_probed_as_the_model_computes():
+    """Found by review41c: ep.module()'s generated code (torch 2.13) renames a placeholder named after a builtin by an
+    assignment (``input_1 = input``) that overwrote the argument named ``input_1``, so the probe ran ``input + (input
+    .sum(0) - input.sum(0))`` and said the rows stay apart, where the model mixes them."""
+    namespace = {"torch": torch}
+    exec("class Named(torch.nn.Module):\n"
+         "    def forward(self, input, input_1):\n"
+         "        return input + (input_1.sum(0, keepdim=True) - input.sum(0, keepdim=True))\n", namespace)
+    model, args, batch = namespace["Named"](), (torch.randn(4, 3), torch.randn(4, 3)), Dim("batch")
+    ep = torch.export.export(model, args, dynamic_shapes=({0: batch}, {0: batch}))
+    assert [node.name for node in ep.graph.nodes if node.op == "placeholder"] == ["input", "input_1"]
+    assert rows_mixed(ep, args, {}) is True

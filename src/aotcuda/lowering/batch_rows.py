@@ -73,7 +73,7 @@ def probe_rows(ep: ExportedProgram, args: tuple, kwargs: dict) -> RowsProbe:
         # each run from one seed, the caller's generators left as they were: a dropout or a torch.randn in forward
         # draws the same numbers in every run, so that only the changed row can change the outputs
         with torch.no_grad(), torch.random.fork_rng(devices=_seeded_devices()):
-            module = ep.module()
+            module = _runnable_module(ep)
             args, kwargs = _with_rows(*_as_the_program_takes(ep, args, kwargs), rows)
             rows = max(rows, 2)
             _seed(0)
@@ -199,6 +199,22 @@ def _outputs_have_the_dim(ep: ExportedProgram, symbol: str) -> bool:
         if isinstance(value, torch.Tensor) and (value.dim() == 0 or str(value.shape[0]) != symbol):
             return False
     return True
+
+
+def _runnable_module(ep: ExportedProgram) -> torch.nn.Module:
+    """``ep.module()`` with its inputs' placeholders given names of the probe's own.
+
+    Why (review41c, torch 2.13): the module's generated code renames a placeholder named after a builtin by an
+    assignment (``input_1 = input``), which overwrote another argument named ``input_1``: ``forward(self, input,
+    input_1)`` returning ``input + (input_1.sum(0) - input.sum(0))`` ran as ``input``, and the probe said the rows
+    stay apart. The compiled program is not affected (Inductor reads the graph, not this code)."""
+    module = ep.module()
+    for index, node in enumerate(module.graph.find_nodes(op="placeholder")):
+        rename = getattr(node, "_rename", None)  # torch.fx's, private: where it is missing the names stay
+        if rename is not None:
+            rename(f"probed_input_{index}")
+    module.recompile()
+    return module
 
 
 def _as_the_program_takes(ep: ExportedProgram, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
