@@ -209,6 +209,8 @@ def _runnable_module(ep: ExportedProgram) -> torch.nn.Module:
     input_1)`` returning ``input + (input_1.sum(0) - input.sum(0))`` ran as ``input``, and the probe said the rows
     stay apart. The compiled program is not affected (Inductor reads the graph, not this code)."""
     module = ep.module()
+    if not isinstance(module, torch.fx.GraphModule):
+        return module
     for index, node in enumerate(module.graph.find_nodes(op="placeholder")):
         rename = getattr(node, "_rename", None)  # torch.fx's, private: where it is missing the names stay
         if rename is not None:
