@@ -265,6 +265,39 @@ def test_embedding_bags_offsets_from_the_batch_size_are_not_a_mix():
         torch.testing.assert_close(ep.module()(fresh)[2:3], ep.module()(fresh[2:3]))
 
 
+class ModulatedConv(torch.nn.Module):
+    """StyleGAN2's modulated convolution: each row's weight from its style, the rows folded into the channels and
+    convolved with groups=B, so that each row meets its own weight alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight, self.affine = torch.nn.Parameter(torch.randn(4, 3, 3, 3)), torch.nn.Linear(8, 3)
+
+    def forward(self, x, style):
+        rows, channels, height, width = x.shape
+        weight = self.weight[None] * self.affine(style)[:, None, :, None, None]
+        weight = weight * torch.rsqrt(weight.pow(2).sum([2, 3, 4], keepdim=True) + 1e-8)
+        out = torch.nn.functional.conv2d(x.reshape(1, rows * channels, height, width),
+                                         weight.reshape(rows * 4, 3, 3, 3), padding=1, groups=rows)
+        return out.reshape(rows, 4, height, width)
+
+
+def test_a_modulated_convolutions_groups_of_the_batch_size_are_not_a_mix():
+    """(after the clean-clone CI of session 41) the check of batch-size numbers among an op's arguments took a
+    convolution's groups=B for a value, so a StyleGAN2 modulated convolution, row-local, was recorded mixing and
+    serving refused to batch it; the convolution's rule says what it knows (a weight of the rows: not proved)."""
+    torch.manual_seed(0)
+    model = ModulatedConv().eval()
+    args = (torch.randn(4, 3, 8, 8), torch.randn(4, 8))
+    ep = before_compile(model, args, {}, ({0: BATCH}, {0: BATCH}))[0]
+    flow, probe = row_flow(ep), probe_rows(ep, args, {})
+    assert flow.verdict == NOT_PROVED, flow
+    assert rows_record(probe, flow)["rows_mixed"] is False
+    x, style = torch.randn(5, 3, 8, 8), torch.randn(5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(ep.module()(x, style)[2:3], ep.module()(x[2:3], style[2:3]), rtol=1e-5, atol=1e-5)
+
+
 def test_the_efficient_attention_ops_bias_is_read():
     """The CUDA efficient and cudnn attention ops name their mask attn_bias, which the walk did not read: a bias of the
     rows beside a query without them was proved "kept apart" (exported with torch.export: its meta kernel runs on CPU;

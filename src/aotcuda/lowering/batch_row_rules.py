@@ -575,6 +575,8 @@ def batch_size_argument(node, args: Args, symbol) -> str | None:
                 continue
             if name in _SIZE_ARGUMENTS and sympy.expand(size_of(leaf.meta["val"])) in recorded:
                 continue
+            if name == "groups" and has_rows(args.state("weight")):
+                continue  # a weight of each row (StyleGAN2's modulated conv, groups=B): the convolution's rule says
             rows = args.state("self")
             if name in ("start", "end") and packet_of(node) in (aten.slice, aten.slice_scatter) and has_rows(rows) \
                     and dim_in(args["dim"], args.rank("self")) == rows.dim:
