@@ -210,14 +210,6 @@ def graph_rows_reason(signature: dict) -> str | None:
     return reason if signature.get("rows_graph") == "mixes" and isinstance(reason, str) else None
 
 
-def _package_text(text: str) -> str:
-    """A package's text in an error a terminal shows: cut, its control characters escaped as the CLI does."""
-    from aotcuda.cli import terminal_safe  # as server.py: the CLI's one escape, imported where serving speaks
-    from aotcuda.errors import clipped
-
-    return terminal_safe(clipped(text, 300))
-
-
 def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
                  allow_unbounded_outputs: bool = False, data_dependent_sizes: list | None = None,
                  index_ranges: dict | None = None, index_unchecked: dict | None = None,
@@ -286,7 +278,7 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
                                  advice=(Advice("max_batch_size", 1),))
     plan = BatchPlan.from_specs(input_specs, output_specs, index_ranges)
     if max_batch_size > 1 and plan.batches and rows_mixed is True:  # the shapes batch; the values do not
-        found = (f"lowering found it in the program's graph: {_package_text(rows_found)}" if isinstance(rows_found, str)
+        found = (f"lowering found it in the program's graph: {terminal_safe(clipped(rows_found, 300))}" if isinstance(rows_found, str)
                  else "lowering ran it on the example inputs: changing one row, or leaving the first out, changed "
                       "other rows of an output")
         raise ServingConfigError(f"{where} cannot be batched: an output's row depends on other rows of its inputs' "

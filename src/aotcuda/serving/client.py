@@ -126,7 +126,7 @@ class Client:
                 return [outputs[f"output_{i}"] for i in range(len(outputs))]
             except Exception as error:  # noqa: BLE001 - safetensors' own error types, or a missing output_<i>
                 raise ServingError(200, f"the answer is not a safetensors file of output_0, output_1, ... "
-                                   f"({type(error).__name__}: {_terminal_safe(str(error)[:200])}); not resent: the "
+                                   f"({type(error).__name__}: {terminal_safe(str(error)[:200])}); not resent: the "
                                    "server ran it", retriable=False) from None
         raise AssertionError("unreachable")
 
@@ -189,7 +189,7 @@ class Client:
                 # http.client's errors quote the server's bytes (BadStatusLine: the status line, up to 64 KiB): shown
                 # as the answer's text is, escaped and cut
                 why = (f"no complete answer within {self.timeout_s:g} s (timeout_s)" if expired.is_set()
-                       else f"no answer ({type(error).__name__}: {_terminal_safe(_cut_text(str(error)))})")
+                       else f"no answer ({type(error).__name__}: {terminal_safe(_cut_text(str(error)))})")
                 raise ServingError(None, f"{why} from {self.url} after the request was sent; not resent: the server "
                                    "may have run it, or may still run it", retriable=False) from None
             finally:
@@ -201,7 +201,9 @@ class Client:
         text = answer.decode(errors="replace").strip()
         if len(text) > SHOWN_ERROR_CHARS or len(answer) == MAX_ERROR_ANSWER_BYTES:
             text = text[:SHOWN_ERROR_CHARS] + " ... (the rest of the server's answer is not shown)"
-        text = _terminal_safe(text or response.reason)
+        # escaped: a hostile server's 400 put ESC ] 52 (a terminal's clipboard write), a screen clear and hidden text
+        # into the message, which a traceback prints as it is (breaker-serving)
+        text = terminal_safe(text or response.reason)
         if 300 <= response.status < 400:
             text = (f"{text}: a redirect to {str(response.headers.get('Location'))[:200]!r}, which the client does not "
                     "follow; give it the server's own URL")
@@ -386,14 +388,6 @@ SHOWN_ERROR_CHARS = 2000
 
 def _cut_text(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
-
-
-def _terminal_safe(text: str) -> str:
-    """A server's text as a ServingError's message shows it: control and format characters (ESC sequences, carriage
-    returns, bidi overrides) written as escapes like \\x1b (errors.terminal_safe, as the CLI writes a package's text).
-    Shown raw, a hostile server's 400 put ``ESC ] 52`` (a terminal's clipboard write), a screen clear and hidden text
-    into the message, which a traceback prints as it is (breaker-serving)."""
-    return terminal_safe(text)
 
 
 def _read_error_answer(response) -> bytes:

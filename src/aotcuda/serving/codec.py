@@ -123,19 +123,16 @@ def _check_header_names(body: bytes, names: list[str], fixed: dict) -> None:
                            f"takes {_names_listed(names)}; another value needs the model lowered again with "
                            f"it){rest}")
     if missing or unknown:
-        shown_unknown = ", ".join(repr(shown(name, 40)) for name in unknown[:5])
-        if len(unknown) > 5:
-            shown_unknown += f" and {len(unknown) - 5} more"
         parts = ([f"missing input(s) {_names_listed(missing)}"] if missing else []) + (
-            [f"unknown input(s) {shown_unknown}"] if unknown else [])
+            [f"unknown input(s) {_names_listed(unknown, 5, 40)}"] if unknown else [])
         raise RequestError(f"{'; '.join(parts)}: the program takes {_names_listed(names)}")
 
 
-def _names_listed(names: list[str], limit: int = 20) -> str:
-    """``names`` quoted, at most ``limit`` of them, each cut: a signature may list 10,000 inputs of 1,024 characters,
+def _names_listed(names: list[str], limit: int = 20, chars: int = 60) -> str:
+    """``names`` quoted, at most ``limit`` of them, each cut to ``chars``: a signature may list 10,000 inputs of 1,024 characters,
     and a replica built the whole list for every bad request before cutting its answer (review41c: 20 MB a
     refusal)."""
-    listed = ", ".join(repr(shown(name, 60)) for name in names[:limit])
+    listed = ", ".join(repr(shown(name, chars)) for name in names[:limit])
     return listed + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 

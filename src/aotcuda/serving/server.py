@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped
+from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped, terminal_safe
 from aotcuda.package_tags import key_file_path, key_file_switch, signing_key
 from aotcuda.runtime.archive import ArchiveLimits, open_archive
 from aotcuda.runtime.package import package_key_id, pick_model, read_signature
@@ -311,8 +311,6 @@ def _escaped(text: str, limit: int = 300) -> str:
     """A package's text as serve's log writes it: cut, and its control characters escaped as the CLI escapes a
     package's text (review40d: a rows_not_probed of ESC sequences cleared the deployer's terminal and wrote a line of
     its own)."""
-    from aotcuda.cli import terminal_safe  # as command.py: the CLI's one escape, imported where serve speaks
-
     return terminal_safe(clipped(text, limit))
 
 
