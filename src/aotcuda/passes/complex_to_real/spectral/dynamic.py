@@ -88,8 +88,9 @@ def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale) -> torch.Te
         moved = x.movedim(dim, -2)
         out = torch.matmul(moved.flatten(-2), matrix).unflatten(-1, (n, 2)).movedim(-2, dim)
     else:
-        kernel = _cpu_kernel_takes(x, dim, 1 << (2 * bound - 2).bit_length())
-        m = cpu_bluestein_length(bound) if kernel else 1 << (2 * bound - 2).bit_length()
+        power_of_two = 1 << (2 * bound - 2).bit_length()  # ≥ 2·bound − 1; the kernel's length is no longer
+        kernel = _cpu_kernel_takes(x, dim, power_of_two)
+        m = cpu_bluestein_length(bound) if kernel else power_of_two
         _warn_at_model_line(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}){_at_model_line()} costs on "
                             f"every call what its longest length would: two length-{m} transforms a row (Bluestein), "
                             "whatever the length of the call; keep the Dim's max near the lengths the program is called "
@@ -176,13 +177,9 @@ def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch
     return static.cmul(static.gemm_transform(spectrum, padded, True, 1.0).narrow(-2, 0, n), chirp)
 
 
-def r2c(x: torch.Tensor, bins, scale) -> torch.Tensor:
-    """The first `bins` DFT bins of real x [..., n] (n dynamic), as a pair [..., bins, 2]."""
-    return r2c_along(x, x.dim() - 1, bins, scale)
-
-
 def r2c_along(x: torch.Tensor, dim: int, bins, scale) -> torch.Tensor:
-    """r2c() along dim `dim` (≥ 0) of real x, where it is: a pair with `bins` at `dim`."""
+    """The first `bins` DFT bins of real x along its dim `dim` (≥ 0, length n dynamic), where it is: a pair with
+    `bins` at `dim`."""
     return transform_along(real_as_pair(x).t, dim, False, scale).narrow(dim, 0, bins)
 
 
