@@ -32,6 +32,7 @@ from aotcuda.lowering.fallbacks import relative_source_line
 from aotcuda.package_format import ROWS_GRAPH_VERDICTS, ROWS_REASON_CHARACTERS
 
 aten = torch.ops.aten
+_NUMBERS = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)  # a value that is no tensor
 KEPT_APART, MIXES, NOT_PROVED = ROWS_GRAPH_VERDICTS
 
 
@@ -78,11 +79,8 @@ def rows_record(probe: RowsProbe, flow: RowFlow | None) -> dict:
 
 
 def _verdict(ep: ExportedProgram, states: dict) -> RowFlow:
-    user_outputs = set(ep.graph_signature.user_outputs)
-    output = next(node for node in ep.graph.nodes if node.op == "output")
     lost = None
-    returned = [n for n in pytree.tree_leaves(output.args) if isinstance(n, torch.fx.Node) and n.name in user_outputs]
-    for place, node in enumerate(returned):
+    for place, node in enumerate(_returned(ep)):
         state = states.get(node, FREE)
         if isinstance(state, Mixed):
             return RowFlow(MIXES, state.reason)
@@ -97,7 +95,7 @@ def _verdict(ep: ExportedProgram, states: dict) -> RowFlow:
 def _state_of(node: torch.fx.Node, states: dict, symbol) -> object:
     """The state of a call_function node's value (a tuple of states for an op of several outputs)."""
     value = node.meta.get("val")
-    if isinstance(value, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)) \
+    if isinstance(value, _NUMBERS) \
             and not free_unbacked_symbols(value) and node.target is not aten._local_scalar_dense.default:
         # a size of the inputs' shapes (x.shape[0], a mixed tensor's dim 1): no row's value is in it
         return SIZE if symbol in free_symbols(value) else FREE
@@ -109,7 +107,7 @@ def _state_of(node: torch.fx.Node, states: dict, symbol) -> object:
         source = states.get(node.args[0], FREE)
         return source[node.args[1]] if isinstance(source, tuple) else source
     lost = next((state for state in inputs if isinstance(state, Lost)), None)
-    if value is None or isinstance(value, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+    if value is None or isinstance(value, _NUMBERS):
         if node.target is aten._local_scalar_dense.default and any(isinstance(s, Rows) for s in inputs):
             return Mixed(f"{_name(node)} reads one number of a tensor of the batch rows ({_line(node)})")
         return lost or (SIZE if symbol in free_symbols(value) else FREE)
@@ -164,6 +162,13 @@ def _checked(state, value, symbol, node):
                  f"({_line(node)})")
 
 
+def _returned(ep: ExportedProgram) -> list[torch.fx.Node]:
+    """The nodes the program returns to its caller (its user outputs, not the state it writes), in order."""
+    user_outputs = set(ep.graph_signature.user_outputs)
+    output = next(node for node in ep.graph.nodes if node.op == "output")
+    return [n for n in pytree.tree_leaves(output.args) if isinstance(n, torch.fx.Node) and n.name in user_outputs]
+
+
 def _name(node) -> str:
     return str(node.target)
 
@@ -179,10 +184,8 @@ def _has_dim(node, symbol) -> bool:
 
 def _batch_symbol(ep: ExportedProgram):
     """The one symbol every tensor input and output has as its dim 0 (serving's batch dim), else None."""
-    user_inputs, user_outputs = set(ep.graph_signature.user_inputs), set(ep.graph_signature.user_outputs)
-    output = next(node for node in ep.graph.nodes if node.op == "output")
-    nodes = [n for n in ep.graph.nodes if n.op == "placeholder" and n.name in user_inputs]
-    nodes += [n for n in pytree.tree_leaves(output.args) if isinstance(n, torch.fx.Node) and n.name in user_outputs]
+    user_inputs = set(ep.graph_signature.user_inputs)
+    nodes = [n for n in ep.graph.nodes if n.op == "placeholder" and n.name in user_inputs] + _returned(ep)
     firsts = set()
     for node in nodes:
         value = node.meta.get("val")
