@@ -309,3 +309,85 @@ def test_each_dynamic_fft_warning_names_its_line_of_the_model_and_points_there()
     for warning, length, line in zip(said, ("(n, at most 64)", "(m, at most 128)"), (first, first + 1)):
         assert f"{length} at {where}:{line} (in forward) " in str(warning.message), str(warning.message)
         assert (warning.filename, warning.lineno) == (__file__, line), (warning.filename, warning.lineno)
+
+
+def _real_forms():
+    """Transforms of a real x whose last dim n is dynamic: (name, forward, x of length n)."""
+    vr = torch.view_as_real
+    return [
+        ("rfft", lambda x: vr(torch.fft.rfft(x)), lambda n, dtype: torch.randn(3, n, dtype=dtype)),
+        ("rfft_ortho", lambda x: vr(torch.fft.rfft(x, norm="ortho")), lambda n, dtype: torch.randn(3, n, dtype=dtype)),
+        ("rfft_along_dim1", lambda x: vr(torch.fft.rfft(x.transpose(1, 2), dim=1)),
+         lambda n, dtype: torch.randn(2, 3, n, dtype=dtype)),
+        ("rfft2", lambda x: vr(torch.fft.rfft2(x)), lambda n, dtype: torch.randn(2, 4, n, dtype=dtype)),
+        ("rfftn", lambda x: vr(torch.fft.rfftn(x, norm="forward")), lambda n, dtype: torch.randn(2, 3, 5, n, dtype=dtype)),
+        # ihfft's result is a conjugate view, which view_as_real refuses in eager as in export: resolve_conj first.
+        ("ihfft", lambda x: vr(torch.fft.ihfft(x).resolve_conj()), lambda n, dtype: torch.randn(3, n, dtype=dtype)),
+        ("irfft_of_rfft_to_n", lambda x: torch.fft.irfft(torch.fft.rfft(x) * 2, n=x.shape[-1]),
+         lambda n, dtype: torch.randn(3, n, dtype=dtype)),
+        # ifft(norm="ortho") of a dynamic length exports from a CPU example, not from a meta one: torch 2.13 traces a
+        # meta input through torch/_refs/fft.py's _apply_norm, whose math.sqrt(signal_numel) makes n a constant
+        # ("specialized it to be a constant (8)"), for fft, ifft, rfft and irfft alike. torch's, and aotcuda.lower
+        # refuses meta examples anyway (lowering/options.py).
+        ("ifft_ortho", lambda x: vr(torch.fft.ifft(torch.view_as_complex(x), norm="ortho")),
+         lambda n, dtype: torch.randn(3, n, 2, dtype=dtype)),
+    ]
+
+
+def _half_spectrum_forms():
+    """Transforms to a real signal of length n from a half spectrum h (a pair) of dynamic length: (name, forward,
+    h for an output of length n, or None where the form makes no such n)."""
+    vc = torch.view_as_complex
+
+    def even(n, dtype):
+        return torch.randn(3, n // 2 + 1, 2, dtype=dtype) if n % 2 == 0 else None
+
+    def odd(n, dtype):
+        return torch.randn(3, (n + 1) // 2, 2, dtype=dtype) if n % 2 else None
+    return [("irfft_even", lambda h: torch.fft.irfft(vc(h)), even),
+            ("irfft_odd", lambda h: torch.fft.irfft(vc(h), n=2 * h.shape[-2] - 1), odd),
+            ("hfft_even", lambda h: torch.fft.hfft(vc(h), norm="ortho"), even),
+            ("hfft_odd", lambda h: torch.fft.hfft(vc(h), n=2 * h.shape[-2] - 1), odd)]
+
+
+SHORT_LENGTHS = (2, 3, 4, 5, 17, 64)
+BLUESTEIN_CHECKED = {"rfft", "rfft_along_dim1", "rfft2", "irfft_of_rfft_to_n"}  # the forms that cut bins there
+
+
+@pytest.mark.parametrize("bound, dtype", [(64, torch.float32), (128, torch.float32), (128, torch.float64)],
+                         ids=["in_graph_table", "bluestein_cpu_kernel", "bluestein_gemm-float64"])
+def test_every_real_transform_of_a_dynamic_length_from_two_against_eager(bound, dtype):
+    """rfft, rfft2 and rfftn over a batch of rows with `Dim("n", min=2)` were refused at n = 2 by the rewritten
+    program (`Guard failed: 2 * x.size()[1] != 2 + 2 * (x.size()[1] // 2)`): the n//2 + 1 bins were cut from all n
+    as a view, and make_fx's metadata asked whether that view is contiguous, true at n = 2 only
+    (spectral/dynamic.py's r2c_along). Every real-input and real-output form, odd and even n, against eager at a
+    max of 64 (the in-graph table); Bluestein's two forms (a max of 128) with the r2c forms only."""
+    for name, forward, make in _real_forms():
+        if bound > 64 and name not in BLUESTEIN_CHECKED:
+            continue
+        module = torch.nn.Module()
+        module.forward = forward
+        last = make(8, dtype).dim() - (2 if name == "ifft_ortho" else 1)
+        ep = torch.export.export(module, (make(8, dtype),), dynamic_shapes=({last: Dim("n", min=2, max=bound)},),
+                                 # irfft(rfft(x), n=x.shape[-1]) over rows: torch's own guard
+                                 # (3 + 3*(n//2)) % (1 + n//2) == 0, true at every n, refuses the export otherwise
+                                 prefer_deferred_runtime_asserts_over_guards=True).run_decompositions()
+        new = ReplaceComplexWithRealPass(strict=True)(ep)
+        assert_no_complex(new)
+        for n in sorted({*SHORT_LENGTHS, bound}):
+            x = make(n, dtype)
+            assert_relative(new.module()(x), module(x), RTOL[dtype], f"{name}, n={n}")
+    if bound > 64:
+        return
+    for name, forward, make in _half_spectrum_forms():
+        module = torch.nn.Module()
+        module.forward = forward
+        example = make(14, dtype) if make(14, dtype) is not None else make(15, dtype)
+        ep = export(module, (example,), dynamic_shapes=({1: Dim("bins", min=2, max=bound // 2 + 1)},))
+        new = ReplaceComplexWithRealPass(strict=True)(ep)
+        for n in SHORT_LENGTHS:
+            h = make(n, dtype)
+            if h is not None:
+                actual = new.module()(h)
+                assert actual.shape[-1] == n, name
+                assert_relative(actual, module(h), RTOL[dtype], f"{name}, n={n}")

@@ -71,10 +71,12 @@ def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
     return transform_along(x, x.dim() - 2, inverse, scale)
 
 
-def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale) -> torch.Tensor:
+def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale, outputs=None) -> torch.Tensor:
     """transform() along complex dim `dim` (≥ 0, not the pair's trailing 2) of pair x, where it is: the CPU
-    kernel reads and writes it in place; the other forms move it last and back."""
+    kernel reads and writes it in place; the other forms move it last and back. Only the first `outputs` bins
+    (all n unless given) are formed: r2c_along says why they are not cut from all n."""
     n = x.shape[dim]
+    outputs = n if outputs is None else outputs
     bound = upper_bound(n)
     if bound <= MAX_DIRECT:
         if bound > QUIET_DIRECT_BOUND:
@@ -84,9 +86,9 @@ def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale) -> torch.Te
                                 "called with few lengths, lower one program per length (a static length's tables are "
                                 "constants), or pad the signal to a static length with n=... where zero padding is what "
                                 "the model means (docs/ops.md, 'Dynamic dims')")
-        matrix = tables.c2c_values(n, inverse, x.device).to(x.dtype)
+        matrix = tables.c2c_values(n, inverse, x.device, outputs).to(x.dtype)
         moved = x.movedim(dim, -2)
-        out = torch.matmul(moved.flatten(-2), matrix).unflatten(-1, (n, 2)).movedim(-2, dim)
+        out = torch.matmul(moved.flatten(-2), matrix).unflatten(-1, (outputs, 2)).movedim(-2, dim)
     else:
         power_of_two = 1 << (2 * bound - 2).bit_length()  # ≥ 2·bound − 1; the kernel's length is no longer
         kernel = _cpu_kernel_takes(x, dim, power_of_two)
@@ -98,9 +100,9 @@ def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale) -> torch.Te
                             "built on every call), or pad the signal to a static length with n=... (docs/ops.md, "
                             "'Dynamic dims')")
         if kernel:
-            out = _bluestein_cpu_kernel(x, dim, n, m, inverse)
+            out = _bluestein_cpu_kernel(x, dim, n, m, inverse, outputs)
         else:
-            out = _bluestein(x.movedim(dim, -2), n, m, inverse).movedim(-2, dim)
+            out = _bluestein(x.movedim(dim, -2), n, m, inverse, outputs).movedim(-2, dim)
     return out if isinstance(scale, float) and scale == 1.0 else out * scale
 
 
@@ -156,31 +158,46 @@ def _cpu_kernel_takes(x: torch.Tensor, dim: int, m: int) -> bool:
     return static.cpu_kernel_form(x.narrow(dim, 0, 1), dim, m, m, "c2c")
 
 
-def _bluestein_cpu_kernel(x: torch.Tensor, dim: int, n: torch.SymInt, m: int, inverse: bool) -> torch.Tensor:
-    """X = c·IDFT_m(DFT_m(c·x) · B) along `dim` of pair x, where it is: c·x zero-padded to m in one pointwise
-    copy, both length-m transforms aotcuda::fft_rows_cpu kernels, B multiplied as the inverse loads its points."""
+def _first(chirp: torch.Tensor, outputs, n) -> torch.Tensor:
+    """The chirp's first `outputs` points: the chirp itself for all n (a c2c's), with no slice in the graph."""
+    return chirp if outputs is n else chirp.narrow(0, 0, outputs)
+
+
+def _bluestein_cpu_kernel(x: torch.Tensor, dim: int, n: torch.SymInt, m: int, inverse: bool,
+                          outputs) -> torch.Tensor:
+    """X = c·IDFT_m(DFT_m(c·x) · B) along `dim` of pair x, where it is, its first `outputs` bins: c·x zero-padded
+    to m in one pointwise copy, both length-m transforms aotcuda::fft_rows_cpu kernels, B multiplied as the inverse
+    loads its points."""
     chirp, spectrum_of_kernel = _tables(x, n, m, inverse)
     pad = [0, 0] * (x.dim() - 1 - dim) + [0, m - n]
     padded = torch.constant_pad_nd(static.cmul(x, _along(chirp, x, dim)), pad)
     spectrum = torch.ops.aotcuda.fft_rows_cpu(padded, dim, m, m, "c2c", False, 1.0)
     convolved = torch.ops.aotcuda.fft_rows_cpu(spectrum, dim, m, m, "c2c", True, 1.0,
                                                weight=_along(spectrum_of_kernel, spectrum, dim))
-    return static.cmul(convolved.narrow(dim, 0, n), _along(chirp, x, dim))
+    return static.cmul(convolved.narrow(dim, 0, outputs), _along(_first(chirp, outputs, n), x, dim))
 
 
-def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch.Tensor:
-    """X = c·IDFT_m(DFT_m(c·x) · B) as DFT products of plan(m), along the complex last dim of x."""
+def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool, outputs) -> torch.Tensor:
+    """X = c·IDFT_m(DFT_m(c·x) · B) as DFT products of plan(m), along the complex last dim of x, its first
+    `outputs` bins."""
     padded = plan(m)
     chirp, spectrum_of_kernel = _tables(x, n, m, inverse)
     a = torch.constant_pad_nd(static.cmul(x, chirp), [0, 0, 0, m - n])
     spectrum = static.cmul(static.gemm_transform(a, padded, False, 1.0), spectrum_of_kernel)
-    return static.cmul(static.gemm_transform(spectrum, padded, True, 1.0).narrow(-2, 0, n), chirp)
+    return static.cmul(static.gemm_transform(spectrum, padded, True, 1.0).narrow(-2, 0, outputs),
+                       _first(chirp, outputs, n))
 
 
 def r2c_along(x: torch.Tensor, dim: int, bins, scale) -> torch.Tensor:
     """The first `bins` DFT bins of real x along its dim `dim` (≥ 0, length n dynamic), where it is: a pair with
-    `bins` at `dim`."""
-    return transform_along(real_as_pair(x).t, dim, False, scale).narrow(dim, 0, bins)
+    `bins` at `dim`.
+
+    The bins are formed as they are (a [2n, 2·bins] table; Bluestein's length-m result cut to bins), not cut from
+    all n bins: that cut is a view whose outer strides are 2n, and make_fx's metadata asks whether it is contiguous
+    (2n == 2·(n//2 + 1)), a guard that holds at the example length and not at n = 2, so the rewritten program
+    refused n = 2 ("Guard failed: 2*n != 2 + 2*(n//2)") with a Dim min of 2. The cut from Bluestein's static m is
+    the same question, false at every n ≤ its bound < m."""
+    return transform_along(real_as_pair(x).t, dim, False, scale, bins)
 
 
 def c2r(x: torch.Tensor, n: torch.SymInt, scale) -> torch.Tensor:
