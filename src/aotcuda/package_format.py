@@ -837,8 +837,8 @@ MAX_DIM_NAME_CHARS = 256
 
 
 def check_dim_names(signature: dict, entry: str, path: str) -> None:
-    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings, or holds a name longer
-    than ``MAX_DIM_NAME_CHARS``."""
+    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings, or holds a name that
+    ``check_names`` refuses (longer than ``MAX_DIM_NAME_CHARS``, or not printable)."""
     names = signature.get("dim_names")
     if names is None:
         return
@@ -848,26 +848,22 @@ def check_dim_names(signature: dict, entry: str, path: str) -> None:
         shown = shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
         raise PackageError(f"{path!r}: {entry}: dim_names {shown} is not an object of size symbols to Dim names "
                            "(strings); the package is damaged or hostile, lower the model again")
-    symbol, name = max(names.items(), key=lambda item: len(item[1]), default=("", ""))
-    if len(name) > MAX_DIM_NAME_CHARS:
-        raise PackageError(f"{path!r}: {entry}: dim_names gives {clipped(repr(symbol), 40)} a name of {len(name):,} "
-                           f"characters, more than the {MAX_DIM_NAME_CHARS} a Dim name may have (each expression "
-                           "naming the symbol is shown with the name in its place, so its length multiplies with "
-                           "them); the package is damaged or hostile, lower the model again")
-    _check_names_printable(list(names.values()), "dim_names", entry, path)
+    check_names(((f"dim_names[{clipped(repr(symbol), 40)}]", name) for symbol, name in names.items()),
+                MAX_DIM_NAME_CHARS, "a Dim name may have (each expression naming the symbol is shown with the name in "
+                "its place, so its length multiplies with them)", entry, path)
 
 
 def check_forward_arg_names(signature: dict, entry: str, path: str) -> None:
-    """Refuse (PackageError) a ``forward_arg_names`` that is not a list of printable names of at most
-    ``MAX_DIM_NAME_CHARS``: messages quote them (what a call takes), as Dim names are."""
+    """Refuse (PackageError) a ``forward_arg_names`` that is not a list of names that ``check_names`` takes (printable,
+    of at most ``MAX_DIM_NAME_CHARS``): messages quote them (what a call takes), as Dim names are."""
     arg_names = signature.get("forward_arg_names")
-    if arg_names is not None:
-        if not isinstance(arg_names, list) or not all(isinstance(name, str) and len(name) <= MAX_DIM_NAME_CHARS
-                                                      for name in arg_names):
-            raise PackageError(f"{path!r}: {entry}: forward_arg_names {clipped(repr(arg_names), 80)} is not a list of "
-                               f"names of at most {MAX_DIM_NAME_CHARS} characters; the package is damaged or hostile, "
-                               "lower the model again")
-        _check_names_printable(arg_names, "forward_arg_names", entry, path)
+    if arg_names is None:
+        return
+    if not isinstance(arg_names, list) or not all(isinstance(name, str) for name in arg_names):
+        raise PackageError(f"{path!r}: {entry}: forward_arg_names {clipped(repr(arg_names), 80)} is not a list of "
+                           "names (strings); the package is damaged or hostile, lower the model again")
+    check_names(((f"forward_arg_names[{index}]", name) for index, name in enumerate(arg_names)),
+                MAX_DIM_NAME_CHARS, "a name may have (a call's refusal lists them)", entry, path)
 
 
 # The longest name an input or output may have. Why: every refusal of a call quotes the input's name (`input 'x'
@@ -884,47 +880,43 @@ def check_tensor_names(signature: dict, entry: str, path: str) -> None:
     user's dict keys, and the messages quoting it escape it)."""
     for kind in ("inputs", "outputs"):
         specs = signature.get(kind)
-        for index, spec in enumerate(specs if isinstance(specs, list) else ()):
-            name = spec.get("name") if isinstance(spec, dict) else None
-            if not isinstance(name, str):
-                continue  # specs_from_signature names it
-            if len(name) > MAX_TENSOR_NAME_CHARS:
-                raise PackageError(f"{path!r}: {entry}: {kind}[{index}] has a name of {len(name):,} characters "
-                                   f"({clipped(repr(name), 60)}), more than the {MAX_TENSOR_NAME_CHARS:,} a tensor's "
-                                   "name may have (every refusal of a call quotes it); the package is damaged or "
-                                   "hostile, lower the model again")
-            if kind == "inputs":
-                _check_names_printable([name], f"{kind}[{index}] name", entry, path)
+        # not a str: specs_from_signature names it
+        check_names(((f"{kind}[{index}] name", spec["name"]) for index, spec in enumerate(specs if isinstance(
+                        specs, list) else ()) if isinstance(spec, dict) and isinstance(spec.get("name"), str)),
+                    MAX_TENSOR_NAME_CHARS, "a tensor's name may have (every refusal of a call quotes it)", entry, path,
+                    printable=kind == "inputs")
 
 
 def check_forward_parameter_names(signature: dict, entry: str, path: str) -> None:
-    """Refuse (PackageError) a ``forward_parameters`` name past ``MAX_DIM_NAME_CHARS`` or holding a control or format
-    character: a call's refusal lists them (``takes 1 to 2 positional argument(s) (x, scale; ...)``), as it lists
-    forward_arg_names, and lowering writes forward's parameter names, identifiers (break41's review: an ESC sequence
-    there came back raw in that InputError). The rest of the field's form is the runtime's to check
-    (constant_arguments._parameters, at load)."""
+    """Refuse (PackageError) a ``forward_parameters`` name that ``check_names`` refuses (past ``MAX_DIM_NAME_CHARS``
+    or holding a control or format character): a call's refusal lists them (``takes 1 to 2 positional argument(s)
+    (x, scale; ...)``), as it lists forward_arg_names, and lowering writes forward's parameter names, identifiers
+    (break41's review: an ESC sequence there came back raw in that InputError). The rest of the field's form is the
+    runtime's to check (constant_arguments._parameters, at load)."""
     parameters = signature.get("forward_parameters")
-    names = [parameter["name"] for parameter in (parameters if isinstance(parameters, list) else ())
-             if isinstance(parameter, dict) and isinstance(parameter.get("name"), str)]
-    longest = max(names, key=len, default="")
-    if len(longest) > MAX_DIM_NAME_CHARS:
-        raise PackageError(f"{path!r}: {entry}: forward_parameters names {clipped(repr(longest), 80)}, a name of "
-                           f"{len(longest):,} characters, more than the {MAX_DIM_NAME_CHARS} a name may have; the "
-                           "package is damaged or hostile, lower the model again")
-    _check_names_printable(names, "forward_parameters", entry, path)
+    check_names(((f"forward_parameters[{index}] name", parameter["name"])
+                 for index, parameter in enumerate(parameters if isinstance(parameters, list) else ())
+                 if isinstance(parameter, dict) and isinstance(parameter.get("name"), str)),
+                MAX_DIM_NAME_CHARS, "a name may have (a call's refusal lists them)", entry, path)
 
 
-def _check_names_printable(names: list[str], field: str, entry: str, path: str) -> None:
-    """PackageError for a name holding a control or format character (an ESC sequence, a newline, a bidi override):
-    lowering writes identifiers (Dim names, forward's parameter names), and messages quote these names as they are,
-    in an error a Python traceback, a served client's terminal or a log prints (break41: a Dim name of
+def check_names(named, most: int, bound: str, entry: str, path: str, printable: bool = True) -> None:
+    """PackageError naming the first name of ``named`` ((where in the signature, the name) pairs) that is longer than
+    ``most`` characters (``bound`` says whose bound it is and why: messages quote these names, so a long one makes
+    every message that does long) or, with ``printable``, holds a control or format character (an ESC sequence, a
+    newline, a bidi override): lowering writes identifiers and pytree paths, and messages quote these names as they
+    are, in an error a Python traceback, a served client's terminal or a log prints (break41: a Dim name of
     ESC [ 31 m ... U+202E recoloured and reordered every refusal naming its dim)."""
-    for name in names:
+    for where, name in named:
+        if len(name) > most:
+            raise PackageError(f"{path!r}: {entry}: {where} is {len(name):,} characters long "
+                               f"({clipped(repr(name), 60)}), more than the {most:,} {bound}; the package is damaged "
+                               "or hostile, lower the model again")
         # str.isprintable is False exactly where terminal_safe escapes: a character of Unicode's "Other" or
         # "Separator" categories other than the space (the same database; checked over every code point), and it
         # runs in C: a signature of 30,000 names of 256 characters is read in 0.05 s CPU, not 0.83 s
-        if not name.isprintable():
-            raise PackageError(f"{path!r}: {entry}: {field} holds {clipped(repr(name), 80)}, a name with a control or "
+        if printable and not name.isprintable():
+            raise PackageError(f"{path!r}: {entry}: {where} holds {clipped(repr(name), 80)}, a name with a control or "
                                "format character, which no name lowering writes holds (printed, it could recolour, "
                                "hide or reorder a message's text); the package is damaged or hostile, lower the "
                                "model again")
