@@ -9,6 +9,7 @@ check (run on the code before it, they ended pytest itself).
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -516,6 +517,45 @@ def test_a_name_with_control_characters_is_a_package_error(field):
         with pytest.raises(PackageError, match=r"forward_parameters\[1\] name is 100,000 characters long .*, more "
                                                "than the 256"):
             parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+
+
+# Every other name of the signature (names42): where it goes in a signature that reads, and how a refusal names it.
+RECORDED_NAMES = {
+    "outputs[0] name": lambda name: {"outputs": [{"name": name, "dtype": "float32", "device": "cpu", "shape": [2]}]},
+    "constant_inputs[0] name": lambda name: {"constant_inputs": [{"leaf": 1, "value": 2.0, "name": name}]},
+    "state_written[0]": lambda name: {"state_written": [name]},
+    "pytree_types[0] type": lambda name: {"pytree_types": [{"type": name, "module": "m"}]},
+    "pytree_types[0] module": lambda name: {"pytree_types": [{"type": "m.T", "module": name}]},
+    "kernels[0] name": lambda name: {"kernels": [{"name": name, "allowed": False, "nodes": [], "sources": []}]},
+    "kernels[0] nodes[0]": lambda name: {"kernels": [{"name": "k", "allowed": False, "nodes": [name], "sources": []}]},
+    "a dim_names key": lambda name: {"dim_names": {name: "seq"}},
+}
+
+
+@pytest.mark.parametrize("place", list(RECORDED_NAMES))
+def test_every_other_name_of_the_signature_is_bounded_and_printable(place):
+    """Found by names42: an output's name, a constant argument's, the state written's, the pytree types', the kernels'
+    and a Dim name's symbol were read as any string, where inputs, Dim names and forward's names were bounded and
+    printable: a package whose output was named with ESC sequences (or 7,000,000 characters, for the others) loaded,
+    and lowering wrote such an output name itself for a dict keyed by an Enum whose name holds one. Each is refused as
+    the signature is read, naming its place, the name escaped and the fix; the longest name allowed still reads."""
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import MAX_DIM_NAME_CHARS, MAX_TENSOR_NAME_CHARS, parse_signature
+
+    def read(name):
+        return parse_signature(json.dumps({**_signature(), **RECORDED_NAMES[place](name)}).encode(),
+                               "aotcuda/signature.json", "x.pt2")
+
+    where = re.escape(place)
+    with pytest.raises(PackageError, match=rf"signature\.json: {where} holds 'x\\x1b\[31mred.*, a name with a "
+                                           r"control or format character.*damaged or hostile, lower the model again"):
+        read("x" + HOSTILE_TEXT)
+    with pytest.raises(PackageError, match=rf"signature\.json: {where} is 7,000,000 characters long \('xxx.*, more "
+                                           r"than the .* may have .*lower the model again") as refused:
+        read("x" * 7_000_000)
+    assert len(str(refused.value)) < 500, len(str(refused.value))
+    most = MAX_DIM_NAME_CHARS if place == "a dim_names key" else MAX_TENSOR_NAME_CHARS
+    read("名" * most)
 
 
 def test_the_printable_check_of_many_names_is_fast_and_agrees_with_the_escape():
