@@ -138,12 +138,13 @@ def test_inspect_json_is_one_object_with_the_package_strings_escaped(demo, runne
     assert report["signature"]["inputs"][0]["shape"][1]["min"] == 2 and report["signature"]["dim_names"]
     assert report["kernels"]["fallback"] == [] and report["kernels"]["generated"] > 0
     assert any("_scaled_dot_product_flash_attention_for_cpu" in name for name in report["kernels"]["library"])
-    # an output named with a terminal escape and a bidi override: written as JSON's \u001b, \u202e
-    hostile = with_edited_signature(lowered.package_path, tmp_path / "hostile.pt2",
-                                    lambda signature: signature["outputs"][0].update(name="out\x1b[2J\u202e"))
+    # a dim's reason for its range (free text; a name holding them is refused at read) with a terminal escape and a
+    # bidi override: written as JSON's \u001b, \u202e
+    hostile = with_edited_signature(lowered.package_path, tmp_path / "hostile.pt2", lambda signature:
+                                    signature["inputs"][0]["shape"][1].update(narrowed="n\x1b[2J\u202e"))
     result = runner.invoke(main, ["inspect", "--json", str(hostile)])
     assert result.exit_code == 0 and "\x1b" not in result.output and "\u202e" not in result.output, result.output
-    assert json.loads(result.output)["signature"]["outputs"][0]["name"] == "out\x1b[2J\u202e"
+    assert json.loads(result.output)["signature"]["inputs"][0]["shape"][1]["narrowed"] == "n\x1b[2J\u202e"
 
 
 def test_inspect_json_keeps_one_schema_whatever_the_package_holds(demo, runner, tmp_path):

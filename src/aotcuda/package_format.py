@@ -84,8 +84,9 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                                     # name); outputs: the place in forward's result, "out",
                                                     # "out[0]", "out['logits']", "out.hidden" (older packages
                                                     # hold the FX node name, "add_7": shown, never matched);
-                                                    # at most MAX_TENSOR_NAME_CHARS (1,024) characters, and
-                                                    # an input's holds no control or format character
+                                                    # at most MAX_TENSOR_NAME_CHARS (1,024) characters, with
+                                                    # no control or format character, as every other name of
+                                                    # the signature (check_names; Dim and forward's names: 256)
                   "dtype": "float32",               # torch dtype name, without "torch."
                   "device": "cpu" | "cuda",         # device type only
                   "shape": [Dim, ...],              # len(shape) is the rank
@@ -189,7 +190,7 @@ import tempfile
 import zipfile
 from typing import BinaryIO
 
-from aotcuda.errors import PackageChangedError, PackageError, clipped
+from aotcuda.errors import PackageChangedError, PackageError, clipped, terminal_safe
 from aotcuda.os_errors import cannot_read
 from aotcuda.regular_files import NotARegularFileError, file_version, names_file, open_regular
 
@@ -826,6 +827,7 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
     check_forward_arg_names(signature, entry, path)
     check_tensor_names(signature, entry, path)
     check_forward_parameter_names(signature, entry, path)
+    check_recorded_names(signature, entry, path)
 
 
 # The longest Dim name a signature may hold. Why: every expression that names a symbol is shown with the symbol's Dim
@@ -837,8 +839,8 @@ MAX_DIM_NAME_CHARS = 256
 
 
 def check_dim_names(signature: dict, entry: str, path: str) -> None:
-    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings, or holds a name longer
-    than ``MAX_DIM_NAME_CHARS``."""
+    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings, or holds a name that
+    ``check_names`` refuses (longer than ``MAX_DIM_NAME_CHARS``, or not printable)."""
     names = signature.get("dim_names")
     if names is None:
         return
@@ -848,86 +850,127 @@ def check_dim_names(signature: dict, entry: str, path: str) -> None:
         shown = shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
         raise PackageError(f"{path!r}: {entry}: dim_names {shown} is not an object of size symbols to Dim names "
                            "(strings); the package is damaged or hostile, lower the model again")
-    symbol, name = max(names.items(), key=lambda item: len(item[1]), default=("", ""))
-    if len(name) > MAX_DIM_NAME_CHARS:
-        raise PackageError(f"{path!r}: {entry}: dim_names gives {clipped(repr(symbol), 40)} a name of {len(name):,} "
-                           f"characters, more than the {MAX_DIM_NAME_CHARS} a Dim name may have (each expression "
-                           "naming the symbol is shown with the name in its place, so its length multiplies with "
-                           "them); the package is damaged or hostile, lower the model again")
-    _check_names_printable(list(names.values()), "dim_names", entry, path)
+    # a key is a size symbol (s27), which `aotcuda inspect --json` and messages about the record quote
+    check_names((("a dim_names key", symbol) for symbol in names), MAX_DIM_NAME_CHARS, "a size symbol may have "
+                "(the grammar's are at most 64)", entry, path)
+    check_names(((f"dim_names[{clipped(repr(symbol), 40)}]", name) for symbol, name in names.items()),
+                MAX_DIM_NAME_CHARS, "a Dim name may have (each expression naming the symbol is shown with the name in "
+                "its place, so its length multiplies with them)", entry, path)
 
 
 def check_forward_arg_names(signature: dict, entry: str, path: str) -> None:
-    """Refuse (PackageError) a ``forward_arg_names`` that is not a list of printable names of at most
-    ``MAX_DIM_NAME_CHARS``: messages quote them (what a call takes), as Dim names are."""
+    """Refuse (PackageError) a ``forward_arg_names`` that is not a list of names that ``check_names`` takes (printable,
+    of at most ``MAX_DIM_NAME_CHARS``): messages quote them (what a call takes), as Dim names are."""
     arg_names = signature.get("forward_arg_names")
-    if arg_names is not None:
-        if not isinstance(arg_names, list) or not all(isinstance(name, str) and len(name) <= MAX_DIM_NAME_CHARS
-                                                      for name in arg_names):
-            raise PackageError(f"{path!r}: {entry}: forward_arg_names {clipped(repr(arg_names), 80)} is not a list of "
-                               f"names of at most {MAX_DIM_NAME_CHARS} characters; the package is damaged or hostile, "
-                               "lower the model again")
-        _check_names_printable(arg_names, "forward_arg_names", entry, path)
+    if arg_names is None:
+        return
+    if not isinstance(arg_names, list) or not all(isinstance(name, str) for name in arg_names):
+        raise PackageError(f"{path!r}: {entry}: forward_arg_names {clipped(repr(arg_names), 80)} is not a list of "
+                           "names (strings); the package is damaged or hostile, lower the model again")
+    check_names(((f"forward_arg_names[{index}]", name) for index, name in enumerate(arg_names)),
+                MAX_DIM_NAME_CHARS, "a name may have (a call's refusal lists them)", entry, path)
 
 
-# The longest name an input or output may have. Why: every refusal of a call quotes the input's name (`input 'x'
-# (#0) ...`), so a 7 MB name made each refused call's message 7 MB, which `aotcuda run` printed whole and a replica
-# built for every bad request before cutting its answer (break41). Lowering writes torch.export's placeholder names
-# (forward's argument and the pytree path below it, `kwargs_past_key_values_key_cache_0`, a few dozen characters)
-# and the place in forward's result (`out['logits']`); it shortens a longer one (lowering/signature.py).
+# The longest name an input or output may have, and any other name of the signature but Dim names and forward's
+# parameter names (check_recorded_names). Why: every refusal of a call quotes the input's name (`input 'x' (#0) ...`),
+# so a 7 MB name made each refused call's message 7 MB, which `aotcuda run` printed whole and a replica built for every
+# bad request before cutting its answer (break41). Lowering writes torch.export's placeholder names (forward's argument
+# and the pytree path below it, `kwargs_past_key_values_key_cache_0`, a few dozen characters), the place in forward's
+# result (`out['logits']`), module paths (`layers.3.attn.cache`) and kernel and node names; it shortens a longer one
+# (bounded_name).
 MAX_TENSOR_NAME_CHARS = 1024
 
 
 def check_tensor_names(signature: dict, entry: str, path: str) -> None:
-    """Refuse (PackageError) an input or output name longer than ``MAX_TENSOR_NAME_CHARS``, and an input name holding
-    a control or format character (torch.export names inputs with letters, digits and _; an output's name holds the
-    user's dict keys, and the messages quoting it escape it)."""
+    """Refuse (PackageError) an input or output name longer than ``MAX_TENSOR_NAME_CHARS`` or holding a control or
+    format character: torch.export names inputs with letters, digits and _, and an output by its place in forward's
+    result, where a dict's key is written as Python's repr writes it (``out['a\\x1b']``), escaped; a name that is not
+    a str is specs_from_signature's to name."""
     for kind in ("inputs", "outputs"):
-        specs = signature.get(kind)
-        for index, spec in enumerate(specs if isinstance(specs, list) else ()):
-            name = spec.get("name") if isinstance(spec, dict) else None
-            if not isinstance(name, str):
-                continue  # specs_from_signature names it
-            if len(name) > MAX_TENSOR_NAME_CHARS:
-                raise PackageError(f"{path!r}: {entry}: {kind}[{index}] has a name of {len(name):,} characters "
-                                   f"({clipped(repr(name), 60)}), more than the {MAX_TENSOR_NAME_CHARS:,} a tensor's "
-                                   "name may have (every refusal of a call quotes it); the package is damaged or "
-                                   "hostile, lower the model again")
-            if kind == "inputs":
-                _check_names_printable([name], f"{kind}[{index}] name", entry, path)
+        check_names(((f"{kind}[{index}] name", spec["name"]) for index, spec in _listed(signature, kind)
+                     if isinstance(spec, dict) and isinstance(spec.get("name"), str)),
+                    MAX_TENSOR_NAME_CHARS, "a tensor's name may have (every refusal of a call quotes it)", entry, path)
 
 
 def check_forward_parameter_names(signature: dict, entry: str, path: str) -> None:
-    """Refuse (PackageError) a ``forward_parameters`` name past ``MAX_DIM_NAME_CHARS`` or holding a control or format
-    character: a call's refusal lists them (``takes 1 to 2 positional argument(s) (x, scale; ...)``), as it lists
-    forward_arg_names, and lowering writes forward's parameter names, identifiers (break41's review: an ESC sequence
-    there came back raw in that InputError). The rest of the field's form is the runtime's to check
-    (constant_arguments._parameters, at load)."""
-    parameters = signature.get("forward_parameters")
-    names = [parameter["name"] for parameter in (parameters if isinstance(parameters, list) else ())
-             if isinstance(parameter, dict) and isinstance(parameter.get("name"), str)]
-    longest = max(names, key=len, default="")
-    if len(longest) > MAX_DIM_NAME_CHARS:
-        raise PackageError(f"{path!r}: {entry}: forward_parameters names {clipped(repr(longest), 80)}, a name of "
-                           f"{len(longest):,} characters, more than the {MAX_DIM_NAME_CHARS} a name may have; the "
-                           "package is damaged or hostile, lower the model again")
-    _check_names_printable(names, "forward_parameters", entry, path)
+    """Refuse (PackageError) a ``forward_parameters`` name that ``check_names`` refuses (past ``MAX_DIM_NAME_CHARS``
+    or holding a control or format character): a call's refusal lists them (``takes 1 to 2 positional argument(s)
+    (x, scale; ...)``), as it lists forward_arg_names, and lowering writes forward's parameter names, identifiers
+    (break41's review: an ESC sequence there came back raw in that InputError). The rest of the field's form is the
+    runtime's to check (constant_arguments._parameters, at load)."""
+    check_names(((f"forward_parameters[{index}] name", parameter["name"])
+                 for index, parameter in _listed(signature, "forward_parameters")
+                 if isinstance(parameter, dict) and isinstance(parameter.get("name"), str)),
+                MAX_DIM_NAME_CHARS, "a name may have (a call's refusal lists them)", entry, path)
 
 
-def _check_names_printable(names: list[str], field: str, entry: str, path: str) -> None:
-    """PackageError for a name holding a control or format character (an ESC sequence, a newline, a bidi override):
-    lowering writes identifiers (Dim names, forward's parameter names), and messages quote these names as they are,
-    in an error a Python traceback, a served client's terminal or a log prints (break41: a Dim name of
+def check_recorded_names(signature: dict, entry: str, path: str) -> None:
+    """Refuse (PackageError, ``check_names``) a name of the signature's other records longer than
+    ``MAX_TENSOR_NAME_CHARS`` or holding a control or format character: ``constant_inputs[].name`` (the argument as
+    the caller writes it, a pytree path as a tensor's name is), ``state_written[]`` (module paths), ``pytree_types[]``'s
+    ``type`` and ``module`` (Python paths) and ``kernels[]``'s ``name`` and ``nodes`` (kernel and graph node names).
+    `aotcuda inspect` shows them and serving's refusals name the state written; lowering writes identifiers and paths,
+    through bounded_name. What is not a string there is each reader's to judge, as before (they read it
+    defensively); the free text beside them (kernels' ``sources``, a range's ``reason``) is quoted escaped and cut
+    where it is shown."""
+    named = itertools.chain(
+        ((f"constant_inputs[{index}] name", constant["name"])
+         for index, constant in _listed(signature, "constant_inputs")
+         if isinstance(constant, dict) and isinstance(constant.get("name"), str)),
+        ((f"state_written[{index}]", name) for index, name in _listed(signature, "state_written")
+         if isinstance(name, str)),
+        ((f"pytree_types[{index}] {key}", record[key]) for index, record in _listed(signature, "pytree_types")
+         if isinstance(record, dict) for key in ("type", "module") if isinstance(record.get(key), str)),
+        ((f"kernels[{index}] name", kernel["name"]) for index, kernel in _listed(signature, "kernels")
+         if isinstance(kernel, dict) and isinstance(kernel.get("name"), str)),
+        ((f"kernels[{index}] nodes[{place}]", node) for index, kernel in _listed(signature, "kernels")
+         if isinstance(kernel, dict) for place, node in _listed(kernel, "nodes") if isinstance(node, str)))
+    check_names(named, MAX_TENSOR_NAME_CHARS, "a name of the signature may have (messages and `aotcuda inspect` quote "
+                "it)", entry, path)
+
+
+def _listed(record: dict, field: str):
+    """(index, item) of each item of ``record[field]`` where it is a list; nothing for any other value."""
+    value = record.get(field)
+    return enumerate(value if isinstance(value, list) else ())
+
+
+def check_names(named, most: int, bound: str, entry: str, path: str) -> None:
+    """PackageError naming the first name of ``named`` ((where in the signature, the name) pairs) that is longer than
+    ``most`` characters (``bound`` says whose bound it is and why: messages quote these names, so a long one makes
+    every message that does long) or holds a control or format character (an ESC sequence, a newline, a bidi
+    override): lowering writes identifiers and paths (bounded_name), and messages quote these names as they are, in
+    an error a Python traceback, a served client's terminal or a log prints (break41: a Dim name of
     ESC [ 31 m ... U+202E recoloured and reordered every refusal naming its dim)."""
-    for name in names:
+    for where, name in named:
+        if len(name) > most:
+            raise PackageError(f"{path!r}: {entry}: {where} is {len(name):,} characters long "
+                               f"({clipped(repr(name), 60)}), more than the {most:,} {bound}; the package is damaged "
+                               "or hostile, lower the model again")
         # str.isprintable is False exactly where terminal_safe escapes: a character of Unicode's "Other" or
         # "Separator" categories other than the space (the same database; checked over every code point), and it
         # runs in C: a signature of 30,000 names of 256 characters is read in 0.05 s CPU, not 0.83 s
         if not name.isprintable():
-            raise PackageError(f"{path!r}: {entry}: {field} holds {clipped(repr(name), 80)}, a name with a control or "
+            raise PackageError(f"{path!r}: {entry}: {where} holds {clipped(repr(name), 80)}, a name with a control or "
                                "format character, which no name lowering writes holds (printed, it could recolour, "
                                "hide or reorder a message's text); the package is damaged or hostile, lower the "
                                "model again")
+
+
+def bounded_name(name: str) -> str:
+    """``name`` as a signature may hold it where MAX_TENSOR_NAME_CHARS bounds it (``check_names``): a control or
+    format character written as its escape (``errors.terminal_safe``: a dict key of the user's is any string, a key
+    object's repr any text), and a name longer than the bound cut to its start and a digest of the whole, which keeps
+    names apart: the package still loads, and `aotcuda inspect` and serving's requests use the name written. No name
+    torch.export writes comes near (a pytree path of a few dozen characters). The lowering writes each name of the
+    signature through it but Dim names and forward's parameter names (identifiers, left out past their bound)."""
+    written = name if name.isprintable() else terminal_safe(name)
+    if len(written) <= MAX_TENSOR_NAME_CHARS:
+        return written
+    import hashlib
+
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{written[:MAX_TENSOR_NAME_CHARS - 40]}..._{digest}"
 
 
 def signature_bytes(signature: dict) -> bytes:

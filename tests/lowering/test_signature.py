@@ -159,6 +159,34 @@ def test_a_parameter_name_load_would_refuse_is_not_recorded():
     parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
 
 
+def test_names_lowering_writes_are_names_load_reads():
+    """Found by names42: lowering wrote a constant argument's name whole (a nested dict key of 3,000 characters gave
+    3,006) and an output's name with the raw ESC of a dict key's repr (an Enum member named ``a<ESC>b``), names load now
+    refuses (package_format.check_names). It writes them through bounded_name: escaped, and cut with a digest."""
+    import enum
+    import json
+
+    from aotcuda.package_format import MAX_TENSOR_NAME_CHARS, parse_signature
+
+    class Nested(torch.nn.Module):
+        def forward(self, x, extra):
+            return x * extra["k" * 3000]
+
+    key = enum.Enum("Key", {"a\x1bb": 1})["a\x1bb"]
+
+    class EnumKeyed(torch.nn.Module):
+        def forward(self, x):
+            return {key: x * 2}
+
+    nested = signature_from_exported_program(torch.export.export(Nested(), (torch.ones(2), {"k" * 3000: 2.0})))
+    (constant,) = nested["constant_inputs"]
+    assert constant["name"].startswith("#1['kkk") and len(constant["name"]) == MAX_TENSOR_NAME_CHARS - 20
+    keyed = signature_from_exported_program(torch.export.export(EnumKeyed(), (torch.ones(2),)))
+    assert [spec["name"] for spec in keyed["outputs"]] == ["out[<Key.a\\x1bb: 1>]"]
+    for signature in (nested, keyed):
+        parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+
+
 class Resize(torch.nn.Module):
     """A resize by a scale factor (fourth new user, 2026-12-06): torch computes the output size in floating point."""
 

@@ -5,6 +5,7 @@ scaled_pt2: ``forward(x, scale=1.0, use_relu=False)`` lowered with scale=2.0, us
 scaled_default_pt2: the same exported with scale=1.0 passed positionally, use_relu left at its default."""
 
 import json
+import re
 import zipfile
 
 import pytest
@@ -281,6 +282,26 @@ def test_a_malformed_constant_or_parameter_is_refused_at_load_naming_the_field(s
     path.write_bytes(open(scaled_pt2, "rb").read())
     write_signature(path, {**read_signature(str(path)), **change})
     with pytest.raises(PackageError, match=rf"hostile.pt2'.*signature's {says}.*damaged or hostile"):
+        load(str(path))
+
+
+@pytest.mark.parametrize("place, change", [
+    ("outputs[0] name holds 'out\\x1b[31mred",
+     lambda signature: signature["outputs"][0].update(name="out\x1b[31mred\u202e")),
+    ("constant_inputs[0] name is 7,000,000 characters long",
+     lambda signature: signature["constant_inputs"][0].update(name="s" * 7_000_000)),
+])
+def test_a_package_with_a_name_load_refuses_is_refused_at_load_naming_the_place(scaled_pt2, tmp_path, place, change):
+    """(names42) The signature's output and constant names were read as any string: this package with its output renamed
+    with ESC sequences, or its constant's name of 7,000,000 characters, loaded. Both are refused as load reads the
+    signature (package_format.check_names), naming the place and the fix."""
+    path = tmp_path / "hostile.pt2"
+    path.write_bytes(open(scaled_pt2, "rb").read())
+    signature = read_signature(str(path))
+    change(signature)
+    write_signature(path, signature)
+    with pytest.raises(PackageError, match=rf"hostile\.pt2'.*signature\.json: {re.escape(place)}.*damaged or hostile, "
+                                           "lower the model again"):
         load(str(path))
 
 

@@ -9,6 +9,7 @@ check (run on the code before it, they ended pytest itself).
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -398,8 +399,8 @@ def test_a_dim_name_too_long_to_show_in_every_expression_is_a_package_error():
     signature = _signature(dim_names={"s27": "seq" * (1 << 18)})
     signature["outputs"] = [{"name": "out", "dtype": "float32", "device": "cpu",
                              "shape": [{"expr": "s27" + "+s27-s27" * 249, "min": 2, "max": 512}]}]
-    with pytest.raises(PackageError, match=r"dim_names gives 's27' a name of 786,432 characters, more than the 256 a "
-                                           r"Dim name may have"):
+    with pytest.raises(PackageError, match=r"dim_names\['s27'\] is 786,432 characters long \('seqseq.*, more than "
+                                           r"the 256 a Dim name may have"):
         parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
     from aotcuda.package_format import MAX_DIM_NAME_CHARS
 
@@ -421,7 +422,7 @@ def test_a_tensor_name_too_long_to_quote_in_every_refusal_is_a_package_error():
         signature = _signature()
         signature["outputs"] = [{"name": "out", "dtype": "float32", "device": "cpu", "shape": [2]}]
         signature[kind][0]["name"] = "x" * 7_000_000
-        with pytest.raises(PackageError, match=rf"{kind}\[0\] has a name of 7,000,000 characters \('xxx.*, more than "
+        with pytest.raises(PackageError, match=rf"{kind}\[0\] name is 7,000,000 characters long \('xxx.*, more than "
                                                "the 1,024 a tensor's name may have"):
             parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
     kept = _signature()
@@ -501,17 +502,60 @@ def test_a_name_with_control_characters_is_a_package_error(field):
     signature = _signature()
     signature[field] = ({"s27": "seq" + HOSTILE_TEXT} if field == "dim_names" else
                         parameters("scale" + HOSTILE_TEXT) if field == "forward_parameters" else ["ids" + HOSTILE_TEXT])
-    with pytest.raises(PackageError, match=rf"signature\.json: {field} holds .*, a name with a control or format "
+    place = {"dim_names": r"dim_names\['s27'\]", "forward_arg_names": r"forward_arg_names\[0\]",
+             "forward_parameters": r"forward_parameters\[1\] name"}[field]
+    with pytest.raises(PackageError, match=rf"signature\.json: {place} holds .*, a name with a control or format "
                                            "character"):
         parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
     if field == "forward_arg_names":
         signature[field] = ["x" * 100_000]
-        with pytest.raises(PackageError, match="forward_arg_names .* is not a list of names of at most 256"):
+        with pytest.raises(PackageError, match=r"forward_arg_names\[0\] is 100,000 characters long .*, more than "
+                                               "the 256"):
             parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
     if field == "forward_parameters":
         signature[field] = parameters("s" * 100_000)
-        with pytest.raises(PackageError, match="forward_parameters names .* 100,000 characters, more than the 256"):
+        with pytest.raises(PackageError, match=r"forward_parameters\[1\] name is 100,000 characters long .*, more "
+                                               "than the 256"):
             parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+
+
+# Every other name of the signature (names42): where it goes in a signature that reads, and how a refusal names it.
+RECORDED_NAMES = {
+    "outputs[0] name": lambda name: {"outputs": [{"name": name, "dtype": "float32", "device": "cpu", "shape": [2]}]},
+    "constant_inputs[0] name": lambda name: {"constant_inputs": [{"leaf": 1, "value": 2.0, "name": name}]},
+    "state_written[0]": lambda name: {"state_written": [name]},
+    "pytree_types[0] type": lambda name: {"pytree_types": [{"type": name, "module": "m"}]},
+    "pytree_types[0] module": lambda name: {"pytree_types": [{"type": "m.T", "module": name}]},
+    "kernels[0] name": lambda name: {"kernels": [{"name": name, "allowed": False, "nodes": [], "sources": []}]},
+    "kernels[0] nodes[0]": lambda name: {"kernels": [{"name": "k", "allowed": False, "nodes": [name], "sources": []}]},
+    "a dim_names key": lambda name: {"dim_names": {name: "seq"}},
+}
+
+
+@pytest.mark.parametrize("place", list(RECORDED_NAMES))
+def test_every_other_name_of_the_signature_is_bounded_and_printable(place):
+    """Found by names42: an output's name, a constant argument's, the state written's, the pytree types', the kernels'
+    and a Dim name's symbol were read as any string, where inputs, Dim names and forward's names were bounded and
+    printable: a package whose output was named with ESC sequences (or 7,000,000 characters, for the others) loaded,
+    and lowering wrote such an output name itself for a dict keyed by an Enum whose name holds one. Each is refused as
+    the signature is read, naming its place, the name escaped and the fix; the longest name allowed still reads."""
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import MAX_DIM_NAME_CHARS, MAX_TENSOR_NAME_CHARS, parse_signature
+
+    def read(name):
+        return parse_signature(json.dumps({**_signature(), **RECORDED_NAMES[place](name)}).encode(),
+                               "aotcuda/signature.json", "x.pt2")
+
+    where = re.escape(place)
+    with pytest.raises(PackageError, match=rf"signature\.json: {where} holds 'x\\x1b\[31mred.*, a name with a "
+                                           r"control or format character.*damaged or hostile, lower the model again"):
+        read("x" + HOSTILE_TEXT)
+    with pytest.raises(PackageError, match=rf"signature\.json: {where} is 7,000,000 characters long \('xxx.*, more "
+                                           r"than the .* may have .*lower the model again") as refused:
+        read("x" * 7_000_000)
+    assert len(str(refused.value)) < 500, len(str(refused.value))
+    most = MAX_DIM_NAME_CHARS if place == "a dim_names key" else MAX_TENSOR_NAME_CHARS
+    read("名" * most)
 
 
 def test_the_printable_check_of_many_names_is_fast_and_agrees_with_the_escape():

@@ -14,14 +14,13 @@ from runtime_programs import with_edited_signature
 HOSTILE = "x\x1b[2J\x1b]0;pwned\x07\r[bold red]BOOM[/bold red]\u202e"
 
 
-def _hostile_copy(source, target):
+def _hostile_copy(source, target, name="out"):
     with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
         for info in zin.infolist():
             data = zin.read(info)
             if info.filename.endswith("aotcuda/signature.json"):
                 signature = json.loads(data)
-                # an output's name (a user's dict key may hold anything; an input's holding one is refused at read)
-                signature["outputs"][0]["name"] = HOSTILE
+                signature["outputs"][0]["name"] = name  # a name holding one is refused as the signature is read
                 signature["outputs"][0]["dtype"] = HOSTILE
                 data = json.dumps(signature).encode()
             if info.filename.endswith("wrapper_metadata.json"):
@@ -44,6 +43,11 @@ def test_inspect_escapes_package_strings(twice_pt2, tmp_path):
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output and "\r" not in result.output and "\u202e" not in result.output
     assert "\\x1b[2J" in result.output and "[bold red]BOOM" in result.output  # shown, as text
+    # an output's name holding them: refused as load refuses it (names42), the refusal escaped
+    result = CliRunner().invoke(main, ["inspect", _hostile_copy(twice_pt2, tmp_path / "named.pt2", name=HOSTILE)],
+                                env={"COLUMNS": "400"})
+    assert result.exit_code == 1 and "outputs[0] name holds 'x\\x1b[2J" in result.output, result.output
+    assert "\x1b" not in result.output and "\r" not in result.output and "\u202e" not in result.output
 
 
 # --- what inspect reads of the generated sources, and how much it prints (issue 26 review) ----------------

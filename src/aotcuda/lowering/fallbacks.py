@@ -34,7 +34,7 @@ import torch
 from aotcuda.errors import PackageError
 from aotcuda.lowering.inductor_views import dropped_nodes
 from aotcuda.os_errors import size_and_limit_shown
-from aotcuda.package_format import load_json
+from aotcuda.package_format import bounded_name, load_json
 
 # Library kernels Inductor calls deliberately, named by their C-shim op name (device prefix removed).
 MATMUL_KERNELS = frozenset({"mm", "mm_out", "addmm", "addmm_out", "bmm", "bmm_out", "baddbmm", "baddbmm_out",
@@ -498,7 +498,8 @@ def kernels_record(missing: list[FallbackKernel], library: list[FallbackKernel])
     kernel) and the model's lines it came from, as lower() classified them with the program in hand. At most
     RECORDED_PLACES nodes and lines a kernel (a 32-layer model calls a product from hundreds of nodes): the
     signature stays far below the size load accepts (AOTCUDA_MAX_SIGNATURE_BYTES)."""
-    return [{"name": kernel.name, "allowed": allowed, "nodes": kernel.nodes[:RECORDED_PLACES],
+    return [{"name": bounded_name(kernel.name), "allowed": allowed,
+             "nodes": [bounded_name(node) for node in kernel.nodes[:RECORDED_PLACES]],
              "sources": list(dict.fromkeys(kernel.sources))[:RECORDED_PLACES]}
             for allowed, kernels in ((False, missing), (True, library)) for kernel in kernels]
 

@@ -88,7 +88,7 @@ from aotcuda.lowering.scalar_constants import (note_subgraph_constants_left, sca
 from aotcuda.lowering.unbacked import sym_ite_for_symbool_casts
 from aotcuda.lowering.signature import data_dependent_sizes, signature_from_exported_program, tensor_sizes
 from aotcuda.lowering.whole_tensor_writes import convert_whole_tensor_writes
-from aotcuda.package_format import lists_a_package, write_signature
+from aotcuda.package_format import bounded_name, lists_a_package, write_signature
 from aotcuda.package_tags import refuse_shared_folder, sign_package
 from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.passes.complex_to_real import ReplaceComplexWithRealPass
@@ -291,7 +291,8 @@ def _lower_on_device(model, args, kwargs, dynamic_shapes, device, package_path, 
                 else probe_rows(ep, args, kwargs)
             rows_fields = rows_record(rows, flow)
             signature = {**signature, "kernels": kernels_record(missing, library),
-                         "state_written": state_written, "data_dependent_sizes": data_dependent_sizes(ep),
+                         "state_written": [bounded_name(name) for name in state_written],
+                         "data_dependent_sizes": data_dependent_sizes(ep),
                          "tensor_sizes": tensor_sizes(ep), **rows_fields}
             _warn_if_signature_too_large(signature, path)
             write_signature(building, signature)

@@ -10,7 +10,6 @@ runtime reads the result and never imports this module.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import math
 import re
@@ -23,8 +22,8 @@ from torch.utils._sympy.value_ranges import bound_sympy
 from aotcuda.errors import DynamicShapesError
 from aotcuda.lowering.float_sizes import integer_form
 from aotcuda.lowering.index_ranges import index_ranges, is_integer_node, merge_ranges, unchecked_inputs
-from aotcuda.package_format import (MAX_DIM_NAME_CHARS, MAX_TENSOR_NAME_CHARS, SCALAR_OUTPUT_DTYPES,
-                                     SIGNATURE_FORMAT, SIGNATURE_VERSION, plain_value)
+from aotcuda.package_format import (MAX_DIM_NAME_CHARS, SCALAR_OUTPUT_DTYPES, SIGNATURE_FORMAT, SIGNATURE_VERSION,
+                                     bounded_name, plain_value)
 from aotcuda.passes.complex_to_real.boundary import complex_boundary, user_input_names
 from aotcuda.runtime.keywords import leaf_names, output_leaf_names
 from aotcuda.runtime.returned_inputs import differing_fields, view_of_input
@@ -340,7 +339,7 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, 
                                                               if s.kind.name == "USER_INPUT"]):
             names = leaf_names(in_spec)
             for entry in constants:
-                entry["name"] = names[entry["leaf"]]
+                entry["name"] = bounded_name(names[entry["leaf"]])
         signature["constant_inputs"] = constants
     parameters = forward_parameters(module) if module is not None else None
     if parameters is not None and all(len(entry["name"]) <= MAX_DIM_NAME_CHARS for entry in parameters):
@@ -351,22 +350,11 @@ def _signature(ep, device, more_index_ranges, more_unchecked, narrowed, module, 
         signature["forward_arg_names"] = [str(name) for name in arg_names]
     if call_signature is not None:
         types = {t["type"]: t for spec in (call_signature.in_spec, call_signature.out_spec) for t in recorded_types(spec)}
-        if types:
-            signature["pytree_types"] = list(types.values())
+        if types:  # a name load would refuse is written so that it loads, and then names no type of the library
+            signature["pytree_types"] = [{key: bounded_name(text) for key, text in t.items()} for t in types.values()]
     for spec in inputs + outputs:  # last: the steps above match inputs by their graph names
         spec["name"] = bounded_name(spec["name"])
     return signature
-
-
-def bounded_name(name: str) -> str:
-    """``name``, or where it is longer than the package format's MAX_TENSOR_NAME_CHARS (load refuses that: every
-    refusal quotes it), its start and a digest of the whole, which keeps names apart: the package still loads, and
-    `aotcuda inspect` and serving's requests use the shorter name. No name torch.export writes comes near (a pytree
-    path of a few dozen characters), but a dict key of the user's is any string."""
-    if len(name) <= MAX_TENSOR_NAME_CHARS:
-        return name
-    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{name[:MAX_TENSOR_NAME_CHARS - 40]}..._{digest}"
 
 
 # The shape functions that divide (torch.utils._sympy.functions, and sympy's Mod), and which of their arguments divide.
