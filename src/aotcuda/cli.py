@@ -26,6 +26,7 @@ import functools
 import io
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -1328,7 +1329,20 @@ def _print_inspect_json(package: str, device: str, signing: dict, signature, gen
                          "fallback": [{"name": kernel.name, "where": kernel.describe()} for kernel in missing],
                          "record_differs_for": list(unlike)}
     report["runs_in_aotcuda_load"] = not any(kernel.name.endswith("(proxy executor)") for kernel in missing)
-    click.echo(json.dumps(report, ensure_ascii=True, indent=1, default=str))
+    click.echo(json.dumps(_finite_numbers(report), ensure_ascii=True, indent=1, default=str, allow_nan=False))
+
+
+def _finite_numbers(value):
+    """``value`` with each float JSON has no number for as the string Python writes it ("inf", "-inf", "nan"). A
+    package records them (a constant argument of float('inf'), or a hostile signature's NaN), and json.dumps writes them
+    as Infinity and NaN, which are no JSON: jq, JSON.parse and serde refuse the whole report (break42, 2026-12-07)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {key: _finite_numbers(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_numbers(item) for item in value]
+    return value
 
 
 def _as_lowered(missing, library, recorded_missing, recorded_library):

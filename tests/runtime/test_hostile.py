@@ -625,6 +625,52 @@ def test_damaged_package_is_refused_and_loaded_programs_keep_working(twice, twic
     assert_next_call_is_right(twice)
 
 
+# torch's module answers these names through its __getattr__: an import of one of its lazy modules, or a call of a
+# deprecated function, with a warning. A signature's dtype is package text and must reach neither.
+TORCH_LAZY_NAMES = ["onnx", "_dynamo", "_inductor", "has_cuda", "has_mkldnn"]
+READ_HOSTILE_DTYPES = textwrap.dedent("""
+    import sys, warnings
+    import aotcuda
+    from aotcuda.runtime.package import describe_package
+    from aotcuda.runtime.index_ranges import parse_index_ranges
+    lazy = ("torch._dynamo", "torch._inductor", "torch.onnx")
+    before = {m for m in lazy if m in sys.modules}
+    warnings.simplefilter("error")  # has_cuda's deprecation warning, raised
+    for path in sys.argv[1:]:
+        for read in (aotcuda.load, describe_package):
+            try:
+                read(path)
+            except aotcuda.PackageError as exc:
+                print(read.__name__, "refused:", str(exc)[-130:])
+        name = path.rsplit("-", 1)[1][:-len(".pt2")]
+        ranges = [{"dim": None, "min": 0, "max": 3, "reason": "r"}]
+        try:
+            parse_index_ranges({"inputs": [{"name": "i", "dtype": name, "shape": [4], "index_ranges": ranges}]}, path)
+        except aotcuda.PackageError as exc:
+            print("index ranges refused:", str(exc)[-60:])
+    print("imported:", sorted({m for m in lazy if m in sys.modules} - before))
+""")
+
+
+def test_a_dtype_name_never_reaches_torchs_module_getattr(twice_pt2, tmp_path):
+    """A signature dtype of "onnx" or "_dynamo" made every reader of the signature (load, inspect, serve's check) import
+    that torch module (getattr(torch, name): 1-3 s of CPU and hundreds of modules' code, for a package then refused);
+    "has_cuda" called a deprecated function, with a warning. Read in a fresh process, which has imported none."""
+    paths = [str(rewrite_package(twice_pt2, tmp_path / f"dtype-{name}.pt2", edit_entry(
+        "signature.json", lambda d, name=name: d.replace(b'"float32"', f'"{name}"'.encode(), 1))))
+        for name in TORCH_LAZY_NAMES]
+    done = subprocess.run([sys.executable, "-c", READ_HOSTILE_DTYPES, *paths], capture_output=True, text=True,
+                          timeout=300, cwd=os.path.dirname(__file__))
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "imported: []", done.stdout
+    refused = [line for line in lines if line.startswith("load refused:")]
+    assert len(refused) == len(TORCH_LAZY_NAMES), done.stdout
+    assert sum(line.startswith("index ranges refused:") for line in lines) == len(TORCH_LAZY_NAMES), done.stdout
+    for name, line in zip(TORCH_LAZY_NAMES, refused):
+        assert f"ValueError: {name!r} is not a torch dtype" in line, line
+
+
 def _mapped_deleted_libraries() -> int:
     """How many files this process maps from aotcuda's library folders that are removed: held on the disk until
     unmapped."""

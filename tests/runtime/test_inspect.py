@@ -299,3 +299,36 @@ def test_a_stdout_whose_encoding_lacks_a_character_gets_its_escape(twice_pt2):
                           text=True, timeout=120)
     assert done.returncode == 0 and "UnicodeEncodeError" not in done.stderr, done.stderr
     assert "batch\\u2208[2, 64]" in done.stdout and "generated kernels: 1" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("name", ["#\u00b2", "#" + "1" * 5000, "#\u0660"],
+                         ids=["superscript two", "5000 digits", "arabic-indic zero"])
+def test_inspect_of_a_constant_named_by_digits_int_cannot_read_shows_the_name(twice_pt2, tmp_path, name):
+    """A constant_inputs name of "#N" is shown as forward's N-th argument name; str.isdigit() is true of '²' and of
+    5,000 digits (and '٠', which int() reads as 0): main ended inspect in `error: ValueError: invalid literal for int()`
+    (or `Exceeds the limit (4300 digits)`) after the outputs' table, printing nothing of the rest."""
+    path = with_edited_signature(twice_pt2, tmp_path / "constant_name.pt2", lambda signature: signature.update(
+        constant_inputs=[{"leaf": 0, "value": 1, "name": name}]))
+    shown = CliRunner().invoke(main, ["inspect", str(path)], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0, shown.output
+    assert "fallback kernels: 0" in shown.output, shown.output
+    line = next(line for line in shown.output.splitlines() if line.startswith("arguments fixed at lowering"))
+    assert f"{name[:20]}" in line and "x=1" not in line, line
+
+
+def test_inspect_json_writes_numbers_json_has_not_as_strings(twice_pt2, tmp_path):
+    """A constant of float('inf') or a NaN in a signature: main wrote them as json.dumps does, Infinity and NaN, which
+    no strict JSON reader takes (jq: "Invalid numeric literal"; here json.loads with parse_constant refusing them)."""
+    path = with_edited_signature(twice_pt2, tmp_path / "non_finite.pt2", lambda signature: signature.update(
+        constant_inputs=[{"leaf": 0, "value": float("inf"), "name": "'eps'"},
+                         {"leaf": 1, "value": float("-inf"), "name": "'low'"},
+                         {"leaf": 2, "value": float("nan"), "name": "'fill'"}]))
+    shown = CliRunner().invoke(main, ["inspect", "--json", str(path)])
+    assert shown.exit_code == 0, shown.output
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is no JSON number")
+
+    report = json.loads(shown.output, parse_constant=refuse)
+    constants = report["signature"]["constant_inputs"]
+    assert [entry["value"] for entry in constants] == ["inf", "-inf", "nan"], constants

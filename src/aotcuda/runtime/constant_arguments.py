@@ -357,8 +357,12 @@ def argument_name(name: str, arg_names: list | None = None) -> str:
     """A leaf name of ``keywords.leaf_names`` (what the signature's "constant_inputs" record) as the caller
     writes the argument: ``'scale'`` → scale, ``'extra'['scale']`` → extra['scale'], ``#1`` → forward's
     second argument name where ``arg_names`` (its "forward_arg_names") has it."""
-    if name.startswith("#") and name[1:].isdigit() and arg_names and int(name[1:]) < len(arg_names):
-        return str(arg_names[int(name[1:])])
+    # a leaf's number in ASCII digits, at most 18 (a leaf count is far below): str.isdigit() is true of '²' and of
+    # 5,000 digits, where int() raised a raw ValueError for `aotcuda inspect` of a package naming a constant so
+    position = name[1:]
+    if name.startswith("#") and position.isascii() and position.isdigit() and len(position) <= 18 and arg_names \
+            and int(position) < len(arg_names):
+        return str(arg_names[int(position)])
     if name.startswith("'"):
         key, _, rest = name[1:].partition("'")
         return key + rest

@@ -27,7 +27,7 @@ import torch
 
 from aotcuda.errors import InputError, PackageError, clipped, one_line, terminal_safe
 from aotcuda.runtime.checks import evaluate_dim
-from aotcuda.runtime.specs import DimSpec, under_dim_names
+from aotcuda.runtime.specs import DimSpec, dtype_named, under_dim_names
 from aotcuda.runtime.shape_expressions import shape_expression
 
 
@@ -157,8 +157,8 @@ def _value(bound, bindings: dict[str, int], label: str, side: str) -> int | None
 
 
 def _integer_dtype(name) -> bool:
-    dtype = getattr(torch, name, None) if isinstance(name, str) else None
-    return isinstance(dtype, torch.dtype) and not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+    dtype = dtype_named(name)
+    return dtype is not None and not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
 def parse_index_ranges(signature: dict | None, path: str = "") -> dict[int, tuple[IndexRange, ...]]:

@@ -147,8 +147,8 @@ class TensorSpec:
         which)."""
         if not isinstance(spec, dict):
             raise TypeError(f"a tensor spec is a JSON object, got {_clipped(spec)}")
-        dtype = getattr(torch, spec["dtype"], None) if isinstance(spec["dtype"], str) else None
-        if not isinstance(dtype, torch.dtype):
+        dtype = dtype_named(spec["dtype"])
+        if dtype is None:
             raise ValueError(f"{_clipped(spec['dtype'])} is not a torch dtype")
         name, device, shape, strides = spec["name"], spec.get("device", ""), spec["shape"], spec.get("strides")
         if not isinstance(name, str) or not isinstance(device, str):
@@ -180,8 +180,22 @@ class TensorSpec:
         return _tuple_text(self.dims)
 
 
+# torch's dtypes by the names a signature writes them under (``str(dtype)`` less "torch.", and the aliases: float,
+# long, ...), read from the module's own namespace. Never ``getattr(torch, name)`` with a package's string: the
+# module's ``__getattr__`` imports torch._dynamo, torch._inductor, torch._export or torch.onnx for those names
+# (seconds of a load's CPU, hundreds of modules whose import runs their code, for a package that is then refused)
+# and calls the functions behind has_cuda, has_mps, ... with a deprecation warning (break42, 2026-12-07).
+_DTYPES_BY_NAME = {name: value for name, value in vars(torch).items() if isinstance(value, torch.dtype)}
+
+
+def dtype_named(name) -> torch.dtype | None:
+    """The torch dtype a signature's ``name`` names ("float32", "int64", ...), None for anything else; no name
+    reaches torch's module (``_DTYPES_BY_NAME``)."""
+    return _DTYPES_BY_NAME.get(name) if isinstance(name, str) else None
+
+
 _SCALAR_TYPES = {"int": int, "float": float, "bool": bool}
-_SCALAR_DTYPES = {scalar: getattr(torch, name) for scalar, name in SCALAR_OUTPUT_DTYPES.items()}
+_SCALAR_DTYPES = {scalar: _DTYPES_BY_NAME[name] for scalar, name in SCALAR_OUTPUT_DTYPES.items()}
 
 
 def _scalar_fields(name: str, spec: dict, dtype: torch.dtype, shape: list, dim_names) -> tuple:
