@@ -659,9 +659,31 @@ def _check_buffer_writable(out: torch.Tensor, index: int) -> None:
     if out.is_inference() and not torch.is_inference_mode_enabled():
         raise OutputError(f"output buffer #{index} is an inference tensor and inference mode is off, so it cannot "
                           "be written in place; call under torch.inference_mode(), or allocate the buffer outside it")
-    if torch._debug_has_internal_overlap(out) == 1:  # 1: MemOverlap::Yes (e.g. stride 0 from expand())
+    overlap = torch._debug_has_internal_overlap(out)  # 1: MemOverlap::Yes (a stride of 0), 2: TooHard (not dense)
+    if overlap == 1 or (overlap == 2 and elements_overlap(out)):
         raise OutputError(f"output buffer #{index} has elements that share memory (shape {tuple(out.shape)}, "
-                          f"strides {out.stride()}, e.g. from expand()); pass a buffer of its own, e.g. torch.empty")
+                          f"strides {out.stride()}, e.g. from expand() or as_strided()): each result copied into it "
+                          "would overwrite its own elements; pass a buffer of its own, e.g. torch.empty")
+
+
+def elements_overlap(tensor: torch.Tensor) -> bool:
+    """Whether two elements of ``tensor`` lie at one address, exactly. torch's own check answers "too hard" for every
+    layout that is not dense but a stride of 0, so a buffer of ``as_strided((5, 4), (1, 1))`` passed it, and the copy
+    of each result into it wrote over itself: execute() returned the caller's buffer holding no result, silently
+    (break42b, 2026-12-07). Strides that each pass the farthest offset of the smaller ones prove the elements apart at
+    once (every other column, a slice: ~2 us); any other layout has its offsets counted (8 bytes an element, once per
+    call with such a buffer)."""
+    reach = 0  # the farthest offset, in elements, that the dims of smaller strides reach
+    for stride, size in sorted((stride, size) for size, stride in zip(tensor.shape, tensor.stride()) if size > 1):
+        if stride <= reach:
+            break
+        reach += (size - 1) * stride
+    else:
+        return False
+    offsets = torch.zeros((), dtype=torch.int64)
+    for size, stride in zip(tensor.shape, tensor.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
+    return torch.unique(offsets).numel() < tensor.numel()
 
 
 def check_buffers_match(outputs, results) -> None:
