@@ -81,15 +81,19 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
 
 def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None:
     """Refuse, as eager does, inputs that the program's in-place write cannot update: elements that share
-    memory (expand()), a leaf that requires grad or a view of one (with grad on), an inference tensor outside inference
-    mode; and an input written in place that shares memory with another input (eager's result then
-    depends on the order of reads and writes, the generated code's on its fusion)."""
+    memory (expand(); other strides that overlap, ``elements_overlap``, which eager writes in an order of its own), a
+    leaf that requires grad or a view of one (with grad on), an inference tensor outside inference mode; and an input
+    written in place that shares memory with another input (eager's result then depends on the order of reads and
+    writes, the generated code's on its fusion)."""
     for index in sorted(mutated):
         tensor, label = tensors[index], _label(specs, names, index)
-        if torch._debug_has_internal_overlap(tensor) == 1:
+        # 2, "too hard": eager writes such a one element by element, the program a copy, copied back over itself
+        overlap = torch._debug_has_internal_overlap(tensor)
+        if overlap == 1 or (overlap == 2 and elements_overlap(tensor)):
             raise InputError(f"{label} is written in place by the program, but its elements share memory (shape "
-                             f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand()); pass "
-                             "tensor.clone(), as eager would refuse it too")
+                             f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand() or as_strided()), "
+                             "so what it holds after the write depends on the order of the writes; pass "
+                             "tensor.clone(), as eager refuses it too (a stride of 0)")
         leaf = _grad_leaf(tensor)
         if leaf:
             raise InputError(f"{label} is written in place by the program, but it is {leaf} that requires "
