@@ -199,6 +199,11 @@ BAD_OUTPUTS = {
     "lone tensor": (lambda: torch.empty(5, 4), r"execute\(\) takes its outputs as a list"),
     "expanded (shares memory)": (lambda: [torch.empty(1, 4).expand(5, 4)] + buffers((5, 4), (5, 4)),
                                  r"#0 has elements that share memory.*expand"),
+    # break42b, 2026-12-07: torch's own check answers "too hard" for strides of overlap but 0, and the run went ahead:
+    # each result copied over its own elements, the caller's buffer returned holding no result (max error 8.2)
+    "elements at one address (as_strided)": (
+        lambda: [torch.zeros(20).as_strided((5, 4), (1, 1))] + buffers((5, 4), (5, 4)),
+        r"#0 has elements that share memory \(shape \(5, 4\), strides \(1, 1\).*torch.empty"),
     "leaf that requires grad": (lambda: [torch.empty(5, 4, requires_grad=True)] + buffers((5, 4), (5, 4)),
                                 r"#0 is a leaf tensor that requires grad.*detach\(\)"),
     # The breaker, 2026-12-06: the run went ahead and copy_ raised torch's raw RuntimeError ("a view of a leaf
@@ -224,6 +229,19 @@ def test_bad_caller_outputs_are_refused_before_running(twice, monkeypatch, case)
     good = buffers((5, 4), (5, 4), (5, 4))
     twice.execute([x], good)
     assert_like_eager(good, x)
+
+
+@pytest.mark.parametrize("make_buffer", [
+    lambda: torch.empty(5, 8)[:, ::2],  # every other column: torch's check gives up, the strides' order proves it apart
+    lambda: torch.empty(32).as_strided((5, 4), (4, 5)),  # interleaved, yet no two elements at one address
+], ids=["every other column", "interleaved strides"])
+def test_output_buffers_whose_elements_lie_apart_get_the_results(twice, make_buffer):
+    """The exact check of a buffer's elements (break42b) refuses no buffer whose elements lie apart, however strided."""
+    x = torch.randn(5, 4)
+    outputs = [make_buffer()] + buffers((5, 4), (5, 4))
+    assert torch._debug_has_internal_overlap(outputs[0]) == 2  # torch's own check cannot tell
+    assert all(got is buffer for got, buffer in zip(twice.execute([x], outputs), outputs))
+    assert_like_eager(outputs, x)
 
 
 def test_an_input_that_requires_grad_warns_once_per_program(twice_pt2):

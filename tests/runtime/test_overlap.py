@@ -61,6 +61,23 @@ def test_views_apart_are_not_confused(kind, exact_way):
     assert not shares_memory(a, b) and not shares_memory(b, a)
 
 
+def test_elements_overlap_answers_as_counting_every_address_does():
+    """checks.elements_overlap (break42b), against the set of every element's offset, on random small layouts: strides
+    that torch's own check calls "too hard", ones that overlap, interleave apart, or hold a dim of 1 or 0."""
+    import itertools
+    import random
+
+    rng = random.Random(42)
+    for _ in range(400):
+        rank = rng.randint(1, 3)
+        shape = tuple(rng.choice([0, 1, 2, 3, 4, 5]) for _ in range(rank))
+        strides = tuple(rng.randint(0, 7) for _ in range(rank))
+        span = sum(max(size - 1, 0) * stride for size, stride in zip(shape, strides)) + 1
+        tensor = torch.empty(span).as_strided(shape, strides)
+        offsets = [sum(i * s for i, s in zip(index, strides)) for index in itertools.product(*map(range, shape))]
+        assert checks.elements_overlap(tensor) == (len(set(offsets)) < len(offsets)), (shape, strides)
+
+
 def test_a_few_columns_of_a_large_table_are_compared_without_a_mask_of_the_table():
     """Output buffers that are column blocks of one large table (a caller's preallocated results) share no
     element, but their byte ranges span the table: the check made a scratch mask of the table's size and filled it,

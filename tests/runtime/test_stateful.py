@@ -96,6 +96,23 @@ def test_input_written_in_place_is_updated_in_every_layout(stateful_pt2, layout)
     torch.testing.assert_close(given, cache + x, rtol=1e-6, atol=1e-6)
 
 
+def test_input_written_in_place_whose_elements_overlap_through_strides_is_refused(stateful_pt2):
+    """break42b, 2026-12-07: torch's overlap check answers "too hard" for strides but 0, and the call ran: the program
+    wrote a contiguous copy, copied back over itself into the caller's tensor, which then held other values than eager's
+    element-by-element add (max difference 2.39), silently. Refused before the run; apart elements still written."""
+    program = aotcuda.load(stateful_pt2)
+    x, cache, idx = stateful_inputs()
+    overlapping = torch.zeros(20).as_strided((4, 4), (1, 1))
+    with pytest.raises(InputError, match=r"input 'cache' \(#1\) is written in place .* elements share memory \(shape "
+                                         r"\(4, 4\), strides \(1, 1\).*clone\(\)"):
+        program(x, overlapping, idx)
+    assert not overlapping.any()  # nothing written
+    apart = torch.zeros(32).as_strided((4, 4), (4, 5))  # interleaved, yet no two elements at one address
+    apart.copy_(cache)
+    program(x, apart, idx)
+    torch.testing.assert_close(apart, cache + x, rtol=1e-6, atol=1e-6)
+
+
 def test_input_written_in_place_that_no_in_place_op_could_write_is_refused(stateful_pt2):
     program = aotcuda.load(stateful_pt2)
     x, cache, idx = stateful_inputs()

@@ -81,15 +81,19 @@ def check_inputs(tensors, specs: list[TensorSpec] | None, names: list[str], devi
 
 def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None:
     """Refuse, as eager does, inputs that the program's in-place write cannot update: elements that share
-    memory (expand()), a leaf that requires grad or a view of one (with grad on), an inference tensor outside inference
-    mode; and an input written in place that shares memory with another input (eager's result then
-    depends on the order of reads and writes, the generated code's on its fusion)."""
+    memory (expand(); other strides that overlap, ``elements_overlap``, which eager writes in an order of its own), a
+    leaf that requires grad or a view of one (with grad on), an inference tensor outside inference mode; and an input
+    written in place that shares memory with another input (eager's result then depends on the order of reads and
+    writes, the generated code's on its fusion)."""
     for index in sorted(mutated):
         tensor, label = tensors[index], _label(specs, names, index)
-        if torch._debug_has_internal_overlap(tensor) == 1:
+        # 2, "too hard": eager writes such a one element by element, the program a copy, copied back over itself
+        overlap = torch._debug_has_internal_overlap(tensor)
+        if overlap == 1 or (overlap == 2 and elements_overlap(tensor)):
             raise InputError(f"{label} is written in place by the program, but its elements share memory (shape "
-                             f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand()); pass "
-                             "tensor.clone(), as eager would refuse it too")
+                             f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand() or as_strided()), "
+                             "so what it holds after the write depends on the order of the writes; pass "
+                             "tensor.clone(), as eager refuses it too (a stride of 0)")
         leaf = _grad_leaf(tensor)
         if leaf:
             raise InputError(f"{label} is written in place by the program, but it is {leaf} that requires "
@@ -659,9 +663,37 @@ def _check_buffer_writable(out: torch.Tensor, index: int) -> None:
     if out.is_inference() and not torch.is_inference_mode_enabled():
         raise OutputError(f"output buffer #{index} is an inference tensor and inference mode is off, so it cannot "
                           "be written in place; call under torch.inference_mode(), or allocate the buffer outside it")
-    if torch._debug_has_internal_overlap(out) == 1:  # 1: MemOverlap::Yes (e.g. stride 0 from expand())
+    overlap = torch._debug_has_internal_overlap(out)  # 1: MemOverlap::Yes (a stride of 0), 2: TooHard (not dense)
+    if overlap == 1 or (overlap == 2 and elements_overlap(out)):
         raise OutputError(f"output buffer #{index} has elements that share memory (shape {tuple(out.shape)}, "
-                          f"strides {out.stride()}, e.g. from expand()); pass a buffer of its own, e.g. torch.empty")
+                          f"strides {out.stride()}, e.g. from expand() or as_strided()): each result copied into it "
+                          "would overwrite its own elements; pass a buffer of its own, e.g. torch.empty")
+
+
+def elements_overlap(tensor: torch.Tensor) -> bool:
+    """Whether two elements of ``tensor`` lie at one address, exactly. torch's own check answers "too hard" for every
+    layout that is not dense but a stride of 0, so a buffer of ``as_strided((5, 4), (1, 1))`` passed it, and the copy
+    of each result into it wrote over itself: execute() returned the caller's buffer holding no result, silently
+    (break42b, 2026-12-07). Strides that each pass the farthest offset of the smaller ones prove the elements apart at
+    once (every other column, a slice: ~2 us); any other layout has its offsets marked in a mask of the bytes it spans
+    (one byte an element of its span, which its storage holds already, and 8 bytes an element: 0.9 s for 16.8 million
+    elements, where sorting them took 2.9 s)."""
+    if tensor.numel() == 0:  # no element, none twice
+        return False
+    reach = 0  # the farthest offset, in elements, that the dims of smaller strides reach
+    for stride, size in sorted((stride, size) for size, stride in zip(tensor.shape, tensor.stride()) if size > 1):
+        if stride <= reach:
+            break
+        reach += (size - 1) * stride
+    else:
+        return False
+    offsets = torch.zeros((), dtype=torch.int64)
+    for size, stride in zip(tensor.shape, tensor.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
+    mask = torch.zeros(sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride())) + 1,
+                       dtype=torch.bool)
+    mask[offsets.reshape(-1)] = True
+    return int(mask.sum()) < tensor.numel()
 
 
 def check_buffers_match(outputs, results) -> None:
