@@ -798,15 +798,8 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                 for axis, dim in enumerate(dims if isinstance(dims, list) else ()):
                     if not isinstance(dim, dict) or "expr" not in dim:
                         continue
-                    try:
-                        read(dim["expr"])
-                    except ShapeExpressionError as exc:
-                        text = repr(dim["expr"])
-                        text = text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
-                        raise PackageError(
-                            f"{path!r}: {entry}: {kind}[{index}] ({spec.get('name')!r}) {field}[{axis}] expr {text} "
-                            f"is not a shape expression: {exc}. Nothing of it was run; the package is damaged or "
-                            "hostile, lower the model again") from exc
+                    _read_expression(read, dim["expr"], f"{kind}[{index}] ({spec.get('name')!r}) {field}[{axis}]",
+                                     entry, path)
     for index, spec in enumerate(signature.get("inputs") if isinstance(signature.get("inputs"), list) else ()):
         ranges = spec.get("index_ranges") if isinstance(spec, dict) else None
         for number, allowed in enumerate(ranges if isinstance(ranges, list) else ()):
@@ -814,20 +807,24 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                 bound = allowed.get(side) if isinstance(allowed, dict) else None
                 if not isinstance(bound, dict):
                     continue  # an int or null; anything else IndexRangeChecks refuses (PackageError) at load
-                field = f"inputs[{index}] ({spec.get('name')!r}) index_ranges[{number}] {side}"
-                try:
-                    read(bound.get("expr"))
-                except ShapeExpressionError as exc:
-                    text = repr(bound.get("expr"))
-                    text = text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
-                    raise PackageError(
-                        f"{path!r}: {entry}: {field} expr {text} is not a shape expression: {exc}. Nothing of it "
-                        "was run; the package is damaged or hostile, lower the model again") from exc
+                _read_expression(read, bound.get("expr"),
+                                 f"inputs[{index}] ({spec.get('name')!r}) index_ranges[{number}] {side}", entry, path)
     check_dim_names(signature, entry, path)
     check_forward_arg_names(signature, entry, path)
     check_tensor_names(signature, entry, path)
     check_forward_parameter_names(signature, entry, path)
     check_recorded_names(signature, entry, path)
+
+
+def _read_expression(read, text, field: str, entry: str, path: str) -> None:
+    """``read(text)``, or PackageError naming the package, the entry and ``field`` where it refuses the expression."""
+    try:
+        read(text)
+    except ShapeExpressionError as exc:
+        shown = repr(text)
+        shown = shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
+        raise PackageError(f"{path!r}: {entry}: {field} expr {shown} is not a shape expression: {exc}. Nothing of it "
+                           "was run; the package is damaged or hostile, lower the model again") from exc
 
 
 # The longest Dim name a signature may hold. Why: every expression that names a symbol is shown with the symbol's Dim
