@@ -800,7 +800,7 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                 for axis, dim in enumerate(dims if isinstance(dims, list) else ()):
                     if not isinstance(dim, dict) or "expr" not in dim:
                         continue
-                    _read_expression(read, dim["expr"], f"{kind}[{index}] ({spec.get('name')!r}) {field}[{axis}]",
+                    _read_expression(read, dim["expr"], f"{kind}[{index}] ({_name_of(spec)}) {field}[{axis}]",
                                      entry, path)
     for index, spec in enumerate(signature.get("inputs") if isinstance(signature.get("inputs"), list) else ()):
         ranges = spec.get("index_ranges") if isinstance(spec, dict) else None
@@ -810,7 +810,7 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                 if not isinstance(bound, dict):
                     continue  # an int or null; anything else IndexRangeChecks refuses (PackageError) at load
                 _read_expression(read, bound.get("expr"),
-                                 f"inputs[{index}] ({spec.get('name')!r}) index_ranges[{number}] {side}", entry, path)
+                                 f"inputs[{index}] ({_name_of(spec)}) index_ranges[{number}] {side}", entry, path)
     # what serving and `aotcuda inspect` read of each (its symbols), with the grammar, as every other expression
     for number, text in _data_dependent_exprs(signature):
         _read_expression(read, text, f"data_dependent_sizes[{number}]", entry, path)
@@ -819,6 +819,13 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
     check_tensor_names(signature, entry, path)
     check_forward_parameter_names(signature, entry, path)
     check_recorded_names(signature, entry, path)
+
+
+def _name_of(spec: dict) -> str:
+    """A tensor's name as a refusal of its expression quotes it: its repr, cut. Why cut: names are bounded by
+    check_tensor_names, after the expressions, so a forged 1,000,000-character name made a 1,000,233-character
+    PackageError."""
+    return clipped(repr(spec.get("name")), 80)
 
 
 def _data_dependent_exprs(signature: dict) -> list[tuple[int, object]]:

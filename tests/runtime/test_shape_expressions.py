@@ -496,3 +496,21 @@ def test_load_refuses_a_package_whose_data_dependent_size_is_hostile(twice_pt2, 
     with pytest.raises(PackageError, match=r"hostile\.pt2'?: .*aotcuda/signature\.json: data_dependent_sizes\[0\] "
                                            r"expr .* is not a shape expression"):
         load(path)
+
+
+@pytest.mark.parametrize("where", ["shape", "index_ranges"])
+def test_a_refused_expression_quotes_its_tensors_name_cut(where):
+    """(small42) The refusal of a tensor's expression quoted the tensor's name whole (names are bounded after the
+    expressions are read): a forged 1,000,000-character name made a 1,000,233-character PackageError."""
+    from aotcuda.package_format import SIGNATURE_FORMAT, parse_signature
+
+    spec = {"name": "\x1b[2J" + "x" * 1_000_000, "dtype": "int64", "shape": [4], "strides": [1]}
+    if where == "shape":
+        spec["shape"] = [{"expr": "s0**99", "min": 1, "max": 4}]
+    else:
+        spec["index_ranges"] = [{"min": 0, "max": {"expr": "s0**99"}, "reason": "x"}]
+    signature = {"format": SIGNATURE_FORMAT, "version": 2, "inputs": [spec], "outputs": []}
+    with pytest.raises(PackageError, match=r"inputs\[0\] \('\\x1b\[2Jxxx.*\(1000009 characters\)\) .*is not a shape "
+                                           r"expression") as caught:
+        parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+    assert len(str(caught.value)) < 1000 and "\x1b" not in str(caught.value)
