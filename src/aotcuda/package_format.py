@@ -620,6 +620,8 @@ def check_signature_counts(signature: dict, entry: str, path: str) -> None:
     # serving reads "tensor_sizes" with the grammar too, and evaluates every one for each request (review 11)
     sizes = signature.get("tensor_sizes")
     expressions += [text for text in sizes if isinstance(text, str)] if isinstance(sizes, list) else []
+    # read with the grammar too (check_signature_expressions): counted as the others
+    expressions += [text for _, text in _data_dependent_exprs(signature) if isinstance(text, str)]
     # One longer than the grammar takes is refused by its length, at no cost, naming its field: count it so.
     characters = sum(min(len(text), MAX_EXPRESSION_CHARS + 1) for text in expressions)
     if len(expressions) > MAX_SIGNATURE_EXPRESSIONS or characters > MAX_SIGNATURE_EXPRESSION_CHARS:
@@ -786,8 +788,8 @@ def _bounded(bits: int) -> int:
 
 
 def check_signature_expressions(signature: dict, entry: str, path: str, read=parse_shape_expression) -> None:
-    """Refuse (PackageError naming the package, the entry and the field) every symbolic dim and every
-    expression bound of an input's ``index_ranges`` of the signature whose expression ``read`` refuses (ShapeExpressionError): by default the grammar (module
+    """Refuse (PackageError naming the package, the entry and the field) every symbolic dim, every
+    expression bound of an input's ``index_ranges`` and every ``data_dependent_sizes[].expr`` of the signature whose expression ``read`` refuses (ShapeExpressionError): by default the grammar (module
     docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0)).
     A ``dim_names`` that is not {str: str}, or holds a name over MAX_DIM_NAME_CHARS, is refused too."""
     for kind in ("inputs", "outputs"):
@@ -798,15 +800,8 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                 for axis, dim in enumerate(dims if isinstance(dims, list) else ()):
                     if not isinstance(dim, dict) or "expr" not in dim:
                         continue
-                    try:
-                        read(dim["expr"])
-                    except ShapeExpressionError as exc:
-                        text = repr(dim["expr"])
-                        text = text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
-                        raise PackageError(
-                            f"{path!r}: {entry}: {kind}[{index}] ({spec.get('name')!r}) {field}[{axis}] expr {text} "
-                            f"is not a shape expression: {exc}. Nothing of it was run; the package is damaged or "
-                            "hostile, lower the model again") from exc
+                    _read_expression(read, dim["expr"], f"{kind}[{index}] ({_name_of(spec)}) {field}[{axis}]",
+                                     entry, path)
     for index, spec in enumerate(signature.get("inputs") if isinstance(signature.get("inputs"), list) else ()):
         ranges = spec.get("index_ranges") if isinstance(spec, dict) else None
         for number, allowed in enumerate(ranges if isinstance(ranges, list) else ()):
@@ -814,20 +809,42 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                 bound = allowed.get(side) if isinstance(allowed, dict) else None
                 if not isinstance(bound, dict):
                     continue  # an int or null; anything else IndexRangeChecks refuses (PackageError) at load
-                field = f"inputs[{index}] ({spec.get('name')!r}) index_ranges[{number}] {side}"
-                try:
-                    read(bound.get("expr"))
-                except ShapeExpressionError as exc:
-                    text = repr(bound.get("expr"))
-                    text = text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
-                    raise PackageError(
-                        f"{path!r}: {entry}: {field} expr {text} is not a shape expression: {exc}. Nothing of it "
-                        "was run; the package is damaged or hostile, lower the model again") from exc
+                _read_expression(read, bound.get("expr"),
+                                 f"inputs[{index}] ({_name_of(spec)}) index_ranges[{number}] {side}", entry, path)
+    # what serving and `aotcuda inspect` read of each (its symbols), with the grammar, as every other expression
+    for number, text in _data_dependent_exprs(signature):
+        _read_expression(read, text, f"data_dependent_sizes[{number}]", entry, path)
     check_dim_names(signature, entry, path)
     check_forward_arg_names(signature, entry, path)
     check_tensor_names(signature, entry, path)
     check_forward_parameter_names(signature, entry, path)
     check_recorded_names(signature, entry, path)
+
+
+def _name_of(spec: dict) -> str:
+    """A tensor's name as a refusal of its expression quotes it: its repr, cut. Why cut: names are bounded by
+    check_tensor_names, after the expressions, so a forged 1,000,000-character name made a 1,000,233-character
+    PackageError."""
+    return clipped(repr(spec.get("name")), 80)
+
+
+def _data_dependent_exprs(signature: dict) -> list[tuple[int, object]]:
+    """(index, expr) of each entry of the signature's optional ``data_dependent_sizes`` that has an "expr" (one
+    without, or a record not a list of objects, is serving's PackageError: batching.unbounded_size)."""
+    sizes = signature.get("data_dependent_sizes")
+    return [(number, size["expr"]) for number, size in enumerate(sizes if isinstance(sizes, list) else ())
+            if isinstance(size, dict) and "expr" in size]
+
+
+def _read_expression(read, text, field: str, entry: str, path: str) -> None:
+    """``read(text)``, or PackageError naming the package, the entry and ``field`` where it refuses the expression."""
+    try:
+        read(text)
+    except ShapeExpressionError as exc:
+        shown = repr(text)
+        shown = shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
+        raise PackageError(f"{path!r}: {entry}: {field} expr {shown} is not a shape expression: {exc}. Nothing of it "
+                           "was run; the package is damaged or hostile, lower the model again") from exc
 
 
 # The longest Dim name a signature may hold. Why: every expression that names a symbol is shown with the symbol's Dim

@@ -236,3 +236,24 @@ def test_a_namedtuple_of_a_module_under_a_script_module_does_not_end_the_process
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0 and run.stdout.strip().splitlines()[-1:] == ["still running ('a',)"], \
         run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("where", ["type", "module"])
+def test_the_warning_escapes_and_cuts_the_type_names_of_a_forged_call_spec(where):
+    """The library's call spec is text AOTInductor wrote into the package, outside text like any of it: a forged one
+    whose container type is named `evil\\x1b[2J\\x1b[1;1H...` (clear the screen, home the cursor) and 100,000
+    characters long reached the UserWarning as it was, its name quoted raw (and, where the import worked, its
+    module too). Now quoted through errors.terminal_safe and cut to 1,000 characters, as the other quoted package
+    text."""
+    hostile = "\x1b[2J\x1b[1;1H\u202e" + "x" * 100_000
+    if where == "type":
+        name, recorded = f"evil{hostile}.outputs.Out", None
+    else:  # an importable module (json) named with a hostile type inside it, registering no such type
+        name, recorded = f"json.Out{hostile}", [{"type": f"json.Out{hostile}", "module": "json"}]
+    with pytest.warns(UserWarning) as caught:
+        spec = load_spec(unknown_spec(name, "null", 2), recorded, "p.pt2", "outputs")
+    message = str(caught[0].message)
+    assert "\x1b" not in message and "\u202e" not in message, message[:200]
+    assert "\\x1b[2J" in message
+    assert len(message) < 2_000, len(message)
+    assert pytree.tree_unflatten([0, 1], spec) == (0, 1)

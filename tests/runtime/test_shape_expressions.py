@@ -452,3 +452,65 @@ def test_a_long_chain_of_one_operator_is_read_shallow_or_refused():
         with pytest.raises(ShapeExpressionError, match="nests more than 32 levels deep"):
             shape_expression(operator.join(["s0"] * 500))
         assert shape_expression(operator.join(["s0"] * 30)) is not None  # within the grammar's levels
+
+
+# (small42) The signature's data_dependent_sizes[].expr, which serving's check and `aotcuda inspect` read (its
+# symbols, with the runtime's reader), was neither counted nor read with the grammar as the signature was read: a
+# package whose record held a hostile expression, or 20,000 of 1,999 characters, loaded.
+DATA_DEPENDENT = ["__import__ call", "huge exponent", "1 MB expression", "deeply nested calls", "division by zero",
+                  "not a string"]
+
+
+@pytest.mark.parametrize("case", DATA_DEPENDENT)
+def test_a_hostile_data_dependent_size_is_refused_as_the_signature_is_read(tmp_path, case):
+    from aotcuda.package_format import SIGNATURE_FORMAT, parse_signature
+
+    marker = tmp_path / "pwned"
+    signature = {"format": SIGNATURE_FORMAT, "version": 2, "inputs": [], "outputs": [],
+                 "data_dependent_sizes": [{"expr": "u0", "min": 0, "max": 8},
+                                          {"expr": hostile_strings(marker)[case], "min": 0, "max": None}]}
+    # FloorDiv(s0, 0) is grammar; the runtime's reader refuses what torch cannot build
+    for reader in (shape_expression,) if case == "division by zero" else (parse_shape_expression, shape_expression):
+        with pytest.raises(PackageError, match=r"x\.pt2'?: aotcuda/signature\.json: data_dependent_sizes\[1\] expr .* "
+                                               r"is not a shape expression"):
+            parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2", reader)
+    assert not marker.exists()
+    signature["data_dependent_sizes"].pop()
+    parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2", shape_expression)  # a real one
+
+
+def test_data_dependent_sizes_are_counted_with_the_other_expressions():
+    from aotcuda.package_format import SIGNATURE_FORMAT, check_signature_counts
+
+    long = "+".join(["u0*u1"] * 330)[:1979]
+    signature = {"format": SIGNATURE_FORMAT, "version": 2, "inputs": [], "outputs": [],
+                 "data_dependent_sizes": [{"expr": f"{i}+{long}", "min": 0, "max": 4} for i in range(100)]}
+    with pytest.raises(PackageError, match=r"it holds 100 shape expressions of \d+ characters, more than 10000 or "
+                                           r"131072 characters"):
+        check_signature_counts(signature, "aotcuda/signature.json", "x.pt2")
+
+
+def test_load_refuses_a_package_whose_data_dependent_size_is_hostile(twice_pt2, tmp_path):
+    path = str(with_edited_signature(twice_pt2, tmp_path / "hostile.pt2", lambda signature: signature.update(
+        data_dependent_sizes=[{"expr": "__import__('os').system('true')", "min": 0, "max": None}])))
+    with pytest.raises(PackageError, match=r"hostile\.pt2'?: .*aotcuda/signature\.json: data_dependent_sizes\[0\] "
+                                           r"expr .* is not a shape expression"):
+        load(path)
+
+
+@pytest.mark.parametrize("where", ["shape", "index_ranges"])
+def test_a_refused_expression_quotes_its_tensors_name_cut(where):
+    """(small42) The refusal of a tensor's expression quoted the tensor's name whole (names are bounded after the
+    expressions are read): a forged 1,000,000-character name made a 1,000,233-character PackageError."""
+    from aotcuda.package_format import SIGNATURE_FORMAT, parse_signature
+
+    spec = {"name": "\x1b[2J" + "x" * 1_000_000, "dtype": "int64", "shape": [4], "strides": [1]}
+    if where == "shape":
+        spec["shape"] = [{"expr": "s0**99", "min": 1, "max": 4}]
+    else:
+        spec["index_ranges"] = [{"min": 0, "max": {"expr": "s0**99"}, "reason": "x"}]
+    signature = {"format": SIGNATURE_FORMAT, "version": 2, "inputs": [spec], "outputs": []}
+    with pytest.raises(PackageError, match=r"inputs\[0\] \('\\x1b\[2Jxxx.*\(1000009 characters\)\) .*is not a shape "
+                                           r"expression") as caught:
+        parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+    assert len(str(caught.value)) < 1000 and "\x1b" not in str(caught.value)

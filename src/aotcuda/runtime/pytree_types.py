@@ -29,9 +29,12 @@ import warnings
 
 import torch.utils._pytree as pytree
 
-from aotcuda.errors import PackageError
+from aotcuda.errors import PackageError, clipped, terminal_safe
 from aotcuda.runtime import named_tuples  # noqa: F401 - registers the stored namedtuple node type before a spec is read
 from aotcuda.package_format import check_json_bounds, load_json
+
+# The most characters of the unregistered types' description a warning quotes (before escaping).
+MAX_QUOTED_TYPES = 1_000
 
 # torch's own container types (builtins.tuple, collections.OrderedDict, ...): always registered, never recorded.
 _BUILTIN_TYPES = frozenset(pytree.SUPPORTED_SERIALIZED_TYPES[cls].serialized_type_name
@@ -88,6 +91,9 @@ def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: s
                           f"{name}: {modules[name]} was imported but registers no type of that name with torch's "
                           f"pytree (a registration without serialized_type_name={name!r}, or with another)"
                           for name in still_missing)
+    # the library's type names are outside text (a forged spec's name held ESC sequences and 100,000 characters):
+    # escaped and cut, as other quoted package text
+    described = terminal_safe(clipped(described, MAX_QUOTED_TYPES))
     warnings.warn(
         f"{package_path}: its {what} use container types this process has not registered with torch's pytree "
         f"({described}). They come back plain: a container with named fields as a dict {{field: value}}, any other "

@@ -391,3 +391,42 @@ def test_every_real_transform_of_a_dynamic_length_from_two_against_eager(bound, 
                 actual = new.module()(h)
                 assert actual.shape[-1] == n, name
                 assert_relative(actual, module(h), RTOL[dtype], f"{name}, n={n}")
+
+
+def _one_bin_forms():
+    vc = torch.view_as_complex
+    return [("irfft", lambda h: torch.fft.irfft(vc(h))),
+            ("irfft_ortho", lambda h: torch.fft.irfft(vc(h), norm="ortho")),
+            ("hfft", lambda h: torch.fft.hfft(vc(h))),
+            ("hfft_forward", lambda h: torch.fft.hfft(vc(h), norm="forward"))]
+
+
+def _asserts_in(ep) -> int:
+    return len(ep.graph.find_nodes(op="call_function", target=aten._assert_scalar.default))
+
+
+@pytest.mark.parametrize("bound", [33, 65], ids=["in_graph_table", "bluestein"])
+def test_an_inverse_real_transform_of_one_bin_is_refused_with_eagers_words_not_a_zero_division(bound):
+    """irfft/hfft of a half spectrum of dynamic bins with `Dim("bins", min=1)`: at one bin the output length
+    2·(bins − 1) is 0, and the rewritten program raised ZeroDivisionError (the 1/n normalization, `1 / mul`), or
+    whatever a length-0 table gave, where eager refuses ("Invalid number of data points (0) specified"). Now a
+    run-time check names the zero points and the fix; other bin counts match eager, and a Dim of min=2 gets no
+    check."""
+    for name, forward in _one_bin_forms():
+        module = torch.nn.Module()
+        module.forward = forward
+        example = torch.randn(3, 5, 2)
+        new = ReplaceComplexWithRealPass(strict=True)(
+            export(module, (example,), dynamic_shapes=({1: Dim("bins", min=1, max=bound)},)))
+        for bins in (2, 3, 9, bound):
+            h = torch.randn(3, bins, 2)
+            assert_relative(new.module()(h), module(h), RTOL[torch.float32], f"{name}, bins={bins}")
+        h = torch.randn(3, 1, 2)
+        with pytest.raises(RuntimeError, match=r"Invalid number of data points \(0\)"):
+            module(h)
+        with pytest.raises(RuntimeError, match=r"zero points.*Invalid number of data points \(0\).*n=\.\.\..*at least "
+                                               r"2 bins.*min=2"):
+            new.module()(h)
+        at_two = ReplaceComplexWithRealPass(strict=True)(
+            export(module, (example,), dynamic_shapes=({1: Dim("bins", min=2, max=bound)},)))
+        assert _asserts_in(at_two) == 0, name

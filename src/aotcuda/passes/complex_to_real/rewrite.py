@@ -45,7 +45,7 @@ from aotcuda.passes.complex_to_real.spectral.product import fuse_products
 from aotcuda.passes.complex_to_real.spectral.real_bins import as_eager_writes
 from aotcuda.passes.complex_to_real.spectral.window import fuse_windows
 from aotcuda.passes.complex_to_real.subgraphs import pair_function
-from aotcuda.passes.complex_to_real.symbols import track_symbols
+from aotcuda.passes.complex_to_real.symbols import track_symbols, user_ranges
 from aotcuda.passes.complex_to_real.torch_internals import (
     get_proxy_mode,
     get_proxy_slot,
@@ -370,7 +370,7 @@ def rewrite(ep: torch.export.ExportedProgram, plan: Plan, speedups: bool = True)
 
     # decomposition_table={}: torch 2.14+ make_fx, given none, rewrites detach to alias, which ReplayMode's
     # replayed calls would not (the two ways would differ); an explicit table keeps detach, as 2.11 and 2.13 do.
-    with fx_traceback.preserve_node_meta(), shared_constants():
+    with fx_traceback.preserve_node_meta(), shared_constants(), user_ranges(ep.range_constraints):
         gm = make_fx(run, decomposition_table={}, tracing_mode="symbolic", _allow_non_fake_inputs=True)(*fake_args)
     fused = fuse_windows(gm.graph)  # stft's window multiply into the kernel form's fft_rows (spectral/window.py)
     fused += fuse_products(gm.graph)  # a product before a kernel's c2r or c2c into it (spectral/product.py)

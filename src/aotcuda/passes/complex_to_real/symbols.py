@@ -18,6 +18,8 @@ Torch internals used, on 2.11 to 2.13 (imported from torch_internals.py): the tr
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import operator
 
@@ -26,6 +28,8 @@ from torch.utils import _pytree as pytree
 
 from aotcuda.passes.complex_to_real.torch_internals import (
     PythonReferenceAnalysis,
+    ValueRanges,
+    bound_sympy,
     get_proxy_slot,
     set_proxy_slot,
     sympy_interp,
@@ -131,3 +135,27 @@ def binary_arithmetic(gm: torch.fx.GraphModule) -> None:
 
 def _value_of(arg):
     return arg.meta.get("val") if isinstance(arg, torch.fx.Node) else arg
+
+
+# The program's ranges of its input sizes (ep.range_constraints) while it is rewritten.
+_RANGES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("complex_to_real_ranges", default=None)
+
+
+@contextlib.contextmanager
+def user_ranges(range_constraints: dict):
+    """While active, `lowest_value` reads the sizes' ranges from `range_constraints` (the program's Dims)."""
+    token = _RANGES.set(dict(range_constraints))
+    try:
+        yield
+    finally:
+        _RANGES.reset(token)
+
+
+def lowest_value(size: torch.SymInt):
+    """The least value a symbolic size takes over the program's Dim ranges; a symbol without one counts from 0.
+    Why not the shape env's own bound: it assumes every backed size is at least 2 (the trace's 0/1
+    specialization), where `Dim("bins", min=1)` lets the call pass 1."""
+    ranges = _RANGES.get() or {}
+    expr = size.node.expr
+    known = {s: ranges.get(s, ValueRanges(0, size.node.shape_env.bound_sympy(s).upper)) for s in expr.free_symbols}
+    return bound_sympy(expr, known).lower

@@ -37,6 +37,7 @@ and lifting constants into the rebuilt program.
 | TorchDispatchMode | torch.utils._python_dispatch | replay (speed-up) | no replay mode (replay off) |
 | sympy_interp | torch.utils._sympy.interp | symbols | as set_proxy_slot |
 | PythonReferenceAnalysis | torch.utils._sympy.reference | symbols | as set_proxy_slot |
+| bound_sympy, ValueRanges | torch.utils._sympy.value_ranges | symbols | no lower bound of a size over the user's Dim ranges: a dynamic FFT of 0 points is not refused on the call |
 | lift_constants_pass, ConstantAttrMap | torch._export.passes.lift_constants_pass | program | rebuilt program keeps tensor constants unlifted |
 | tracer.symnode_tracker, tracer.sympy_expr_tracker | make_fx's PythonKeyTracer (attributes) | symbols | as set_proxy_slot |
 | tracer.graph._target_to_str | torch.fx.Graph (method) | replay (speed-up) | replayed node names (replay off) |
@@ -59,6 +60,7 @@ from torch.fx.experimental.proxy_tensor import (
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode_temporarily
 from torch.utils._sympy.interp import sympy_interp
 from torch.utils._sympy.reference import PythonReferenceAnalysis
+from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
 from aotcuda import switches
 
@@ -79,6 +81,8 @@ SYMBOLS: dict[str, tuple[str, bool]] = {
     "TorchDispatchMode": ("torch.utils._python_dispatch", True),
     "sympy_interp": ("torch.utils._sympy.interp", False),
     "PythonReferenceAnalysis": ("torch.utils._sympy.reference", False),
+    "bound_sympy": ("torch.utils._sympy.value_ranges", False),
+    "ValueRanges": ("torch.utils._sympy.value_ranges", False),
     "lift_constants_pass": ("torch._export.passes.lift_constants_pass", False),
     "ConstantAttrMap": ("torch._export.passes.lift_constants_pass", False),
 }

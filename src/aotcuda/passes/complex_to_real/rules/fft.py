@@ -90,6 +90,20 @@ def _signal_numel(sizes):
     return math.prod(sizes)
 
 
+_SOME_POINTS = "give the transformed dim at least one point (its torch.export.Dim min=1)"
+_SOME_OUTPUT_POINTS = ("give the output length with n=..., or a half spectrum of at least 2 bins (its torch.export.Dim "
+                       "min=2): the default length is 2*(bins - 1)")
+
+
+def _check_points(sizes, last_fix: str = _SOME_POINTS) -> None:
+    """Refuse, on the call, a dynamic transformed length that is 0 (dynamic.check_has_points); `last_fix` is the
+    advice for the last of `sizes`."""
+    *first, last = sizes
+    for size in first:
+        dynamic.check_has_points(size, _SOME_POINTS)
+    dynamic.check_has_points(last, last_fix)
+
+
 def refuses_dynamic(node: torch.fx.Node) -> str | None:
     x, dims = node.args[0].meta["val"], node.args[1]
     sizes = [x.shape[d] for d in dims]
@@ -112,6 +126,7 @@ refuses_dynamic.__doc__ = (f"Transforms of dynamic length without an upper bound
 def fft_c2c(out, x, dim, normalization, forward):
     """Complex DFT over `dim` (exp(−2πi…) forward, exp(+2πi…) inverse): mixed-radix DFT products per dim."""
     x = x.to(real_dtype(out.dtype))
+    _check_points([x.shape[d] for d in dim])
     scale = _scale(normalization, _signal_numel(x.shape[d] for d in dim))
     return _c2c_dims(x, dim, not forward, scale)
 
@@ -120,6 +135,7 @@ def fft_c2c(out, x, dim, normalization, forward):
 def fft_r2c(out, x, dim, normalization, onesided):
     """Real-to-complex DFT over `dim` (the last of them one-sided, n//2 + 1 bins, when asked): a real first stage (its bins real by symmetry are set to +0.0 after it: spectral/real_bins.py)."""
     x = x.to(real_dtype(out.dtype))
+    _check_points([x.shape[d] for d in dim])
     scale = _scale(normalization, _signal_numel(x.shape[d] for d in dim))
     *first, last = dim
     last = last % x.dim()
@@ -139,6 +155,7 @@ def fft_c2r(out, x, dim, normalization, last_dim_size):
     x = x.to(out.dtype)
     *first, last = dim
     n = last_dim_size
+    _check_points([*(x.shape[d] for d in first), n], _SOME_OUTPUT_POINTS)
     scale = _scale(normalization, _signal_numel([*(x.shape[d] for d in first), n]))
     x = _c2c_dims(x, first, True, scale)
     scale = 1.0 if first else scale

@@ -22,6 +22,7 @@ test's AOTInductor compile take 580 s at a load of 4 (tests/passes/complex_to_re
 from __future__ import annotations
 
 import os
+import re
 import warnings
 
 import torch
@@ -29,6 +30,7 @@ from torch.fx import traceback as fx_traceback
 
 from aotcuda.passes.complex_to_real.pair import real_as_pair, shared_table
 from aotcuda.passes.complex_to_real.scan import innermost_frame
+from aotcuda.passes.complex_to_real.symbols import lowest_value
 from aotcuda.passes.complex_to_real.spectral import tables
 from aotcuda.passes.complex_to_real.spectral import transform as static
 from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, cpu_bluestein_length, plan
@@ -63,6 +65,22 @@ def refusal(dim: int, size: torch.SymInt) -> str | None:
             f"computed at its bound (Bluestein of length ≥ 2·bound − 1): give its torch.export.Dim a max, the "
             f"longest signal the program must take, at which {size} ≤ {MAX_DYNAMIC_BOUND}, or pad the signal to a "
             "static length with n=<that length> and crop the result")
+
+
+def check_has_points(size, fix: str) -> None:
+    """A run-time check, in the graph, that a dynamic transform length whose range reaches 0 is not 0 on this call,
+    with eager's words and `fix`. Why: the rule divides by the length (the 1/N and 1/√N normalizations), so a
+    length of 0 raised ZeroDivisionError from the rewritten program (an irfft of one bin: 2·(1 − 1) = 0 points),
+    where eager refuses with "Invalid number of data points (0) specified". No check where the program's Dim ranges
+    exclude 0 (symbols.lowest_value)."""
+    if not isinstance(size, torch.SymInt) or lowest_value(size) >= 1:
+        return
+    # Inductor writes the message into a C++ string literal unescaped ("Expected <message> but received <size>"):
+    # ASCII letters, digits and plain punctuation only, the model's path included.
+    where = re.sub(r"[^A-Za-z0-9_.,:;()=/ -]", "?", _at_model_line())
+    torch.ops.aten._assert_scalar.default(size > 0, f"aotcuda: zero points: the FFT of dynamic length {size}{where} has "
+                                                    f"no point on this call (eager: Invalid number of data points (0) "
+                                                    f"specified); {fix}")
 
 
 def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
