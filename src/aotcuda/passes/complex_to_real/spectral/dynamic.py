@@ -9,7 +9,9 @@ plan.py plans a static length; a dynamic one runs in one of two ways, chosen by 
   the graph each call; each row then costs two length-m transforms, the cost of the
   longest length the Dim allows, whatever n is on this call.
 r2c runs as a complex transform of (x, 0) and c2r rebuilds the Hermitian spectrum (transform.c2r's way):
-2× the work of a real-input transform, paid to keep one mechanism for every dynamic length.
+2× the work of a real-input transform, paid to keep one mechanism for every dynamic length; except an r2c whose
+Bluestein runs in the CPU kernel with a static batch dim to pair rows along, which transforms two real rows as one
+complex row (_two_rows_at_once: half the work).
 On the CPU, where the C++ kernel takes length m (kernels/fft_cpu.py: float32, m ≤ MAX_N), the two length-m
 transforms are aotcuda::fft_rows_cpu ops along the dim where it is, the kernel's spectrum the inverse's load-side
 `weight`, and the chirp multiplies the signal in the one pointwise copy that pads it to m: an FNet mixer's fft2
@@ -21,6 +23,7 @@ test's AOTInductor compile take 580 s at a load of 4 (tests/passes/complex_to_re
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 
@@ -179,8 +182,69 @@ def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool) -> torch
 
 def r2c_along(x: torch.Tensor, dim: int, bins, scale) -> torch.Tensor:
     """The first `bins` DFT bins of real x along its dim `dim` (≥ 0, length n dynamic), where it is: a pair with
-    `bins` at `dim`."""
+    `bins` at `dim`. Where Bluestein runs in the CPU kernel, two real rows as one complex row (_two_rows_at_once)."""
+    if _packs_two_rows(x, dim):
+        return _two_rows_at_once(x, dim, scale).narrow(dim, 0, bins)
     return transform_along(real_as_pair(x).t, dim, False, scale).narrow(dim, 0, bins)
+
+
+def _packs_two_rows(x: torch.Tensor, dim: int) -> bool:
+    """Whether r2c_along runs two real rows as one complex row: where transform_along would run Bluestein in the
+    CPU kernel (a bound above MAX_DIRECT; the direct form and the other devices' forms are left as they were) and
+    x has a batch dim of static size above 1 to pair rows along (_pairing_dim) and more than one kernel block of
+    rows (_fills_more_blocks)."""
+    bound = upper_bound(x.shape[dim])
+    if bound is None or bound <= MAX_DIRECT or _pairing_dim(x, dim) is None or not _fills_more_blocks(x, dim):
+        return False
+    power_of_two = 1 << (2 * bound - 2).bit_length()
+    return _cpu_kernel_takes(real_as_pair(x).t, dim, power_of_two)
+
+
+def _fills_more_blocks(x: torch.Tensor, dim: int) -> bool:
+    """Whether x's rows, paired, can fill fewer of the kernel's blocks (fft_cpu.ROWS = 8 rows, one AVX2 vector: a
+    block of fewer rows costs a whole one): more than ROWS rows, or a dynamic count (unknown: pairing gains where it
+    is large). Why: at ROWS rows or fewer the kernels cost one block paired or not, and pairing saves only the
+    pointwise chirp products, which the split after it spends again: paired / unpaired time measured 1.03 and 1.37
+    at 2 rows, 0.94 and 0.82 at 4, 0.68–2.55 at 8 over two runs (no steady gain), against 0.51–0.87 from 64 rows on
+    (n = 100–8192, one thread, the loaded 2-core machine; docs/performance.md, fftrows42: 'two real rows as one
+    complex row')."""
+    from aotcuda.kernels.fft_cpu import ROWS
+
+    sizes = [x.shape[d] for d in range(x.dim()) if d != dim]
+    return not all(isinstance(s, int) for s in sizes) or math.prod(sizes) > ROWS
+
+
+def _pairing_dim(x: torch.Tensor, dim: int) -> int | None:
+    """The batch dim of x whose rows are taken two at a time: the last of static even size (no padding), else the
+    last of static size above 1 (padded by one row), else None. Not a dynamic one: its half, (rows + 1) // 2, is a
+    size the shape env cannot tell from 1, and every contiguity check of a tensor of that size added the guard
+    `(rows + 1) // 2 != 1`, which a call with one or two rows failed (found tracing [rows, n] with Dim rows)."""
+    static = [d for d in range(x.dim()) if d != dim and isinstance(x.shape[d], int) and x.shape[d] > 1]
+    even = [d for d in static if x.shape[d] % 2 == 0]
+    return (even or static or [None])[-1]
+
+
+def _two_rows_at_once(x: torch.Tensor, dim: int, scale) -> torch.Tensor:
+    """transform_along of real x as a pair (x, 0), from half the complex transforms: rows x1, x2 (neighbours along
+    a batch dim) as one complex row z = x1 + i·x2, whose DFT Z splits by symmetry into X1[k] = (Z[k] + conj Z[−k])/2
+    and X2[k] = (Z[k] − conj Z[−k])/2i (index mod n; the kernel's `packed` for an odd static length, fft_cpu.py).
+    Why: a dynamic length's Bluestein runs two length-m transforms of (x, 0) a row, m ≥ 2·bound − 1, and their
+    chirp multiplies, where the library runs one real transform of the call's length; packing halves all of that
+    (docs/performance.md, fftrows42: 'two real rows as one complex row')."""
+    d = _pairing_dim(x, dim)
+    rows = x.shape[d]
+    half = (rows + 1) // 2
+    if rows % 2:
+        x = torch.constant_pad_nd(x, [0, 0] * (x.dim() - 1 - d) + [0, 1])
+    z = x.unflatten(d, (half, 2)).movedim(d + 1, -1)  # a pair view: row 2j the real part, row 2j + 1 the imaginary
+    big_z = transform_along(z, dim, False, scale)  # z keeps x's dims: `dim` is where it was
+    mirrored = big_z.flip(dim).roll(1, dim)  # Z[(n − k) mod n]
+    re, im = big_z[..., 0], big_z[..., 1]
+    mre, mim = mirrored[..., 0], mirrored[..., 1]
+    first = torch.stack([re + mre, im - mim], -1) * 0.5  # (Z + conj Z[−k]) / 2
+    second = torch.stack([im + mim, mre - re], -1) * 0.5  # (Z − conj Z[−k]) / 2i
+    both = torch.stack([first, second], d + 1).flatten(d, d + 1)
+    return both.narrow(d, 0, rows)
 
 
 def c2r(x: torch.Tensor, n: torch.SymInt, scale) -> torch.Tensor:
