@@ -1,18 +1,21 @@
 """The forms of a dynamic-length FFT on the CPU, by row count and length: torch.fft.fft of x = [rows, n] along n
-(float32, both dims dynamic: Dim("rows", max=4096) and Dim("n", max=length), the call at the Dim's max), rewritten
+(float32, both dims dynamic: Dim("rows", max=4096) and Dim("n", max=length), the call at the Dim's max; or the rows
+static, --static-rows), rewritten
 by the pass with each form forced, compiled by torch.compile, against the library's program (the exported program as
 it is: Inductor calls torch.fft, MKL on the x86 wheel). One compile per (length, form) serves every row count. As
 fft_dynamic_length.py: torch.utils.benchmark's Timer (one thread), best of --repeat medians, the programs
 alternating; errors ‖out − eager‖/‖eager‖.
 
-    python3 benchmarks/scripts/fft_dynamic_forms.py [--rows 1 8 64 512 2048] [--lengths 100 1000 4093 8192]
+    python3 benchmarks/scripts/fft_dynamic_forms.py [--program fft|irfft] [--rows 1 8 64 512 2048]
+        [--lengths 100 1000 4093 8192]
         [--forms auto direct bluestein] [--static-rows] [--json PATH]
 
 Forms (spectral/dynamic.py): direct, the [2n, 2n] DFT table built on every call and one GEMM (forced by raising
 MAX_DIRECT past the length; refused past --max-direct, whose table alone is 4·n² float64: 0.5 GB at 4093);
 bluestein, Bluestein at the Dim's max through aotcuda::fft_rows_cpu (forced by MAX_DIRECT = 0); unpacked, the pass
 with its two-real-rows-as-one-complex-row packing off (the form before it: each real row transformed as (x, 0));
-packed, that packing wherever a static batch dim allows it, 8 rows or fewer too (_fills_more_blocks bypassed); auto, the pass as it is (the product's choice).
+packed, that packing wherever a static batch dim allows it, 8 rows or fewer too (_fills_more_blocks bypassed);
+auto, the pass as it is (the product's choice). --program irfft times the c2r side (two spectra as one row).
 """
 
 from __future__ import annotations
@@ -37,13 +40,35 @@ class Fft(torch.nn.Module):
         return torch.view_as_real(torch.fft.fft(x, dim=-1))
 
 
-def compiled(form: str, length: int, max_rows: int, static_rows: int | None = None):
-    """The torch.compile'd program of `form` for lengths up to `length` and any row count up to `max_rows` (only
+class Irfft(torch.nn.Module):
+    """irfft of a half spectrum x = [rows, bins, 2] (a pair) to n = 2·(bins − 1)."""
+
+    def forward(self, x):
+        return torch.fft.irfft(torch.view_as_complex(x), dim=1)
+
+
+PROGRAMS = {"fft": Fft, "irfft": Irfft}
+
+
+def example(program: str, rows: int, length: int) -> torch.Tensor:
+    """The input of `program` at a transform length `length` (irfft: its half, length // 2 + 1 bins)."""
+    return torch.randn(rows, length) if program == "fft" else torch.randn(rows, length // 2 + 1, 2)
+
+
+def eager(program: str, x: torch.Tensor) -> torch.Tensor:
+    """The program's result in float64, as float32."""
+    return PROGRAMS[program]()(x.double()).float()
+
+
+def compiled(program: str, form: str, length: int, max_rows: int, static_rows: int | None = None):
+    """The torch.compile'd `program` of `form` for lengths up to `length` and any row count up to `max_rows` (only
     `static_rows` where given: the rows a static dim)."""
-    example = torch.randn(static_rows or 8, length)
     rows = {} if static_rows else {0: torch.export.Dim("rows", min=1, max=max_rows)}
-    shapes = {"x": {**rows, 1: torch.export.Dim("n", min=2, max=length)}}
-    ep = torch.export.export(Fft(), (example,), dynamic_shapes=shapes).run_decompositions()
+    n = torch.export.Dim("n", min=2, max=length) if program == "fft" else torch.export.Dim("bins", min=3,
+                                                                                            max=length // 2 + 1)
+    shapes = {"x": {**rows, 1: n}}
+    inputs = (example(program, static_rows or 8, length),)
+    ep = torch.export.export(PROGRAMS[program](), inputs, dynamic_shapes=shapes).run_decompositions()
     if form == "library":
         return torch.compile(ep.module())
     if form in FORCED:
@@ -73,6 +98,8 @@ def best_us(fns: dict, x, repeat: int, min_run_time: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--program", choices=sorted(PROGRAMS), default="fft",
+                        help="fft: torch.fft.fft of a real x [rows, n] (an r2c); irfft: of a half spectrum (a c2r)")
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 64, 512, 2048])
     parser.add_argument("--lengths", type=int, nargs="+", default=[100, 1000, 4093, 8192])
     parser.add_argument("--forms", nargs="+", default=["auto", "direct", "bluestein"])
@@ -90,18 +117,21 @@ def main() -> None:
         for length in args.lengths:
             forms = [f for f in args.forms if f != "direct" or length <= args.max_direct]
             if not args.static_rows:
-                fns = {form: compiled(form, length, max(4096, *args.rows)) for form in ["library", *forms]}
+                fns = {form: compiled(args.program, form, length, max(4096, *args.rows))
+                       for form in ["library", *forms]}
             for rows in args.rows:
                 if args.static_rows:
-                    fns = {form: compiled(form, length, rows, static_rows=rows) for form in ["library", *forms]}
-                x = torch.randn(rows, length)
-                expected = torch.view_as_real(torch.fft.fft(x.double(), dim=-1)).float()
+                    fns = {form: compiled(args.program, form, length, rows, static_rows=rows)
+                           for form in ["library", *forms]}
+                x = example(args.program, rows, length)
+                expected = eager(args.program, x)
                 errors = {}
                 for form, fn in fns.items():
                     fn(x), fn(x)
                     errors[form] = ((fn(x) - expected).norm() / expected.norm()).item()
                 times = best_us(fns, x, args.repeat, args.min_run_time)
-                row = dict(rows=rows, static_rows=args.static_rows, length=length, library_us=times["library"], load=os.getloadavg()[0],
+                row = dict(program=args.program, rows=rows, static_rows=args.static_rows, length=length,
+                           library_us=times["library"], load=os.getloadavg()[0],
                            torch=torch.__version__,
                            **{f"{f}_us": times[f] for f in forms}, **{f"{f}_ratio": times[f] / times["library"]
                                                                        for f in forms},

@@ -9,9 +9,9 @@ plan.py plans a static length; a dynamic one runs in one of two ways, chosen by 
   the graph each call; each row then costs two length-m transforms, the cost of the
   longest length the Dim allows, whatever n is on this call.
 r2c runs as a complex transform of (x, 0) and c2r rebuilds the Hermitian spectrum (transform.c2r's way):
-2× the work of a real-input transform, paid to keep one mechanism for every dynamic length; except an r2c whose
-Bluestein runs in the CPU kernel with a static batch dim to pair rows along, which transforms two real rows as one
-complex row (_two_rows_at_once: half the work).
+2× the work of a real-input transform, paid to keep one mechanism for every dynamic length; except where Bluestein
+runs in the CPU kernel with more than 8 rows and a static batch dim to pair rows along: there an r2c transforms two
+real rows as one complex row (_two_rows_at_once) and a c2r two spectra as one (_two_spectra_at_once), half the work.
 On the CPU, where the C++ kernel takes length m (kernels/fft_cpu.py: float32, m ≤ MAX_N), the two length-m
 transforms are aotcuda::fft_rows_cpu ops along the dim where it is, the kernel's spectrum the inverse's load-side
 `weight`, and the chirp multiplies the signal in the one pointwise copy that pads it to m: an FNet mixer's fft2
@@ -248,5 +248,31 @@ def _two_rows_at_once(x: torch.Tensor, dim: int, scale) -> torch.Tensor:
 
 
 def c2r(x: torch.Tensor, n: torch.SymInt, scale) -> torch.Tensor:
-    """The real inverse DFT of dynamic length n from the Hermitian half x [..., bins, 2]."""
-    return transform(static.hermitian_spectrum(x, n), True, scale)[..., 0]
+    """The real inverse DFT of dynamic length n from the Hermitian half x [..., bins, 2]. Where Bluestein runs in the
+    CPU kernel, two spectra as one complex row (_two_spectra_at_once)."""
+    spectrum = static.hermitian_spectrum(x, n)
+    if _packs_two_rows(spectrum[..., 0], spectrum.dim() - 2):
+        return _two_spectra_at_once(spectrum, scale)
+    return transform(spectrum, True, scale)[..., 0]
+
+
+def _two_spectra_at_once(spectrum: torch.Tensor, scale) -> torch.Tensor:
+    """transform(spectrum, True, scale)[..., 0] for Hermitian spectra [..., n, 2] from half the complex transforms:
+    neighbours X1, X2 along a batch dim as one row X1 + i·X2, whose inverse is x1 + i·x2 (both real); the real and
+    imaginary parts go back to the rows they came from (r2c_along's pairing, mirrored: fft_cpu.py's `packed` c2r)."""
+    dim = spectrum.dim() - 2
+    n = spectrum.shape[dim]
+    k = torch.arange(n, device=spectrum.device)
+    # A c2r drops the imaginary parts of bins 0 and n/2 (its own bins' conjugates); alone, the real part of the
+    # inverse drops what they add, but in X1 + i·X2 they would land in the other row: zeroed first.
+    kept = torch.where((k == 0) | (2 * k == n), 0.0, 1.0).to(spectrum.dtype)
+    spectrum = torch.stack([spectrum[..., 0], spectrum[..., 1] * kept], -1)
+    d = _pairing_dim(spectrum[..., 0], dim)
+    rows = spectrum.shape[d]
+    if rows % 2:
+        spectrum = torch.constant_pad_nd(spectrum, [0, 0] * (spectrum.dim() - 1 - d) + [0, 1])
+    pairs = spectrum.unflatten(d, ((rows + 1) // 2, 2))
+    first, second = pairs.select(d + 1, 0), pairs.select(d + 1, 1)
+    joined = torch.stack([first[..., 0] - second[..., 1], first[..., 1] + second[..., 0]], -1)  # X1 + i·X2
+    signals = transform(joined, True, scale)  # [..., half at d, ..., n, 2]: (x1, x2) in each pair
+    return signals.movedim(-1, d + 1).flatten(d, d + 1).narrow(d, 0, rows)
