@@ -9,7 +9,9 @@ plan.py plans a static length; a dynamic one runs in one of two ways, chosen by 
   the graph each call; each row then costs two length-m transforms, the cost of the
   longest length the Dim allows, whatever n is on this call.
 r2c runs as a complex transform of (x, 0) and c2r rebuilds the Hermitian spectrum (transform.c2r's way):
-2× the work of a real-input transform, paid to keep one mechanism for every dynamic length.
+2× the work of a real-input transform, paid to keep one mechanism for every dynamic length; except where Bluestein
+runs in the CPU kernel with more than 8 rows and a static batch dim to pair rows along: there an r2c transforms two
+real rows as one complex row (_two_rows_at_once) and a c2r two spectra as one (_two_spectra_at_once), half the work.
 On the CPU, where the C++ kernel takes length m (kernels/fft_cpu.py: float32, m ≤ MAX_N), the two length-m
 transforms are aotcuda::fft_rows_cpu ops along the dim where it is, the kernel's spectrum the inverse's load-side
 `weight`, and the chirp multiplies the signal in the one pointwise copy that pads it to m: an FNet mixer's fft2
@@ -21,6 +23,7 @@ test's AOTInductor compile take 580 s at a load of 4 (tests/passes/complex_to_re
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import warnings
@@ -208,16 +211,105 @@ def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool, outputs)
 
 def r2c_along(x: torch.Tensor, dim: int, bins, scale) -> torch.Tensor:
     """The first `bins` DFT bins of real x along its dim `dim` (≥ 0, length n dynamic), where it is: a pair with
-    `bins` at `dim`.
+    `bins` at `dim`. Where Bluestein runs in the CPU kernel, two real rows as one complex row (_two_rows_at_once).
 
     The bins are formed as they are (a [2n, 2·bins] table; Bluestein's length-m result cut to bins), not cut from
     all n bins: that cut is a view whose outer strides are 2n, and make_fx's metadata asks whether it is contiguous
     (2n == 2·(n//2 + 1)), a guard that holds at the example length and not at n = 2, so the rewritten program
     refused n = 2 ("Guard failed: 2*n != 2 + 2*(n//2)") with a Dim min of 2. The cut from Bluestein's static m is
     the same question, false at every n ≤ its bound < m."""
+    if _packs_two_rows(x, dim):
+        return _two_rows_at_once(x, dim, scale, bins)
     return transform_along(real_as_pair(x).t, dim, False, scale, bins)
 
 
+def _packs_two_rows(x: torch.Tensor, dim: int) -> bool:
+    """Whether r2c_along runs two real rows as one complex row: where transform_along would run Bluestein in the
+    CPU kernel (a bound above MAX_DIRECT; the direct form and the other devices' forms are left as they were) and
+    x has a batch dim of static size above 1 to pair rows along (_pairing_dim) and more than one kernel block of
+    rows (_fills_more_blocks)."""
+    bound = upper_bound(x.shape[dim])
+    if bound is None or bound <= MAX_DIRECT or _pairing_dim(x, dim) is None or not _fills_more_blocks(x, dim):
+        return False
+    power_of_two = 1 << (2 * bound - 2).bit_length()
+    return _cpu_kernel_takes(real_as_pair(x).t, dim, power_of_two)
+
+
+def _fills_more_blocks(x: torch.Tensor, dim: int) -> bool:
+    """Whether x's rows, paired, can fill fewer of the kernel's blocks (fft_cpu.ROWS = 8 rows, one AVX2 vector: a
+    block of fewer rows costs a whole one): more than ROWS rows, or a dynamic count (unknown: pairing gains where it
+    is large). Why: at ROWS rows or fewer the kernels cost one block paired or not, and pairing saves only the
+    pointwise chirp products, which the split after it spends again: paired / unpaired time measured 1.03 and 1.37
+    at 2 rows, 0.94 and 0.82 at 4, 0.68–2.55 at 8 over two runs (no steady gain), against 0.51–0.87 from 64 rows on
+    (n = 100–8192, one thread, the loaded 2-core machine; docs/performance.md, fftrows42: 'two real rows as one
+    complex row')."""
+    from aotcuda.kernels.fft_cpu import ROWS
+
+    sizes = [x.shape[d] for d in range(x.dim()) if d != dim]
+    return not all(isinstance(s, int) for s in sizes) or math.prod(sizes) > ROWS
+
+
+def _pairing_dim(x: torch.Tensor, dim: int) -> int | None:
+    """The batch dim of x whose rows are taken two at a time: the last of static even size (no padding), else the
+    last of static size above 1 (padded by one row), else None. Not a dynamic one: its half, (rows + 1) // 2, is a
+    size the shape env cannot tell from 1, and every contiguity check of a tensor of that size added the guard
+    `(rows + 1) // 2 != 1`, which a call with one or two rows failed (found tracing [rows, n] with Dim rows)."""
+    static = [d for d in range(x.dim()) if d != dim and isinstance(x.shape[d], int) and x.shape[d] > 1]
+    even = [d for d in static if x.shape[d] % 2 == 0]
+    return (even or static or [None])[-1]
+
+
+def _two_rows_at_once(x: torch.Tensor, dim: int, scale, bins) -> torch.Tensor:
+    """The first `bins` bins of transform_along of real x as a pair (x, 0), from half the complex transforms: rows x1, x2 (neighbours along
+    a batch dim) as one complex row z = x1 + i·x2, whose DFT Z splits by symmetry into X1[k] = (Z[k] + conj Z[−k])/2
+    and X2[k] = (Z[k] − conj Z[−k])/2i (index mod n; the kernel's `packed` for an odd static length, fft_cpu.py).
+    Why: a dynamic length's Bluestein runs two length-m transforms of (x, 0) a row, m ≥ 2·bound − 1, and their
+    chirp multiplies, where the library runs one real transform of the call's length; packing halves all of that
+    (docs/performance.md, fftrows42: 'two real rows as one complex row')."""
+    d = _pairing_dim(x, dim)
+    rows = x.shape[d]
+    half = (rows + 1) // 2
+    if rows % 2:
+        x = torch.constant_pad_nd(x, [0, 0] * (x.dim() - 1 - d) + [0, 1])
+    z = x.unflatten(d, (half, 2)).movedim(d + 1, -1)  # a pair view: row 2j the real part, row 2j + 1 the imaginary
+    big_z = transform_along(z, dim, False, scale)  # z keeps x's dims: `dim` is where it was
+    mirrored = big_z.flip(dim).roll(1, dim)  # Z[(n − k) mod n]
+    # The bins cut from the parts (views with a last stride of 2, never contiguous), not from the pair: a cut of the
+    # pair asks whether 2n == 2·bins (r2c_along's docstring), a guard no call at n = 2 passes.
+    re, im, mre, mim = (part.narrow(dim, 0, bins) for part in (big_z[..., 0], big_z[..., 1],
+                                                               mirrored[..., 0], mirrored[..., 1]))
+    first = torch.stack([re + mre, im - mim], -1) * 0.5  # (Z + conj Z[−k]) / 2
+    second = torch.stack([im + mim, mre - re], -1) * 0.5  # (Z − conj Z[−k]) / 2i
+    both = torch.stack([first, second], d + 1).flatten(d, d + 1)
+    return both.narrow(d, 0, rows)
+
+
 def c2r(x: torch.Tensor, n: torch.SymInt, scale) -> torch.Tensor:
-    """The real inverse DFT of dynamic length n from the Hermitian half x [..., bins, 2]."""
-    return transform(static.hermitian_spectrum(x, n), True, scale)[..., 0]
+    """The real inverse DFT of dynamic length n from the Hermitian half x [..., bins, 2]. Where Bluestein runs in the
+    CPU kernel, two spectra as one complex row (_two_spectra_at_once)."""
+    spectrum = static.hermitian_spectrum(x, n)
+    if _packs_two_rows(spectrum[..., 0], spectrum.dim() - 2):
+        return _two_spectra_at_once(spectrum, scale)
+    return transform(spectrum, True, scale)[..., 0]
+
+
+def _two_spectra_at_once(spectrum: torch.Tensor, scale) -> torch.Tensor:
+    """transform(spectrum, True, scale)[..., 0] for Hermitian spectra [..., n, 2] from half the complex transforms:
+    neighbours X1, X2 along a batch dim as one row X1 + i·X2, whose inverse is x1 + i·x2 (both real); the real and
+    imaginary parts go back to the rows they came from (r2c_along's pairing, mirrored: fft_cpu.py's `packed` c2r)."""
+    dim = spectrum.dim() - 2
+    n = spectrum.shape[dim]
+    k = torch.arange(n, device=spectrum.device)
+    # A c2r drops the imaginary parts of bins 0 and n/2 (its own bins' conjugates); alone, the real part of the
+    # inverse drops what they add, but in X1 + i·X2 they would land in the other row: zeroed first.
+    kept = torch.where((k == 0) | (2 * k == n), 0.0, 1.0).to(spectrum.dtype)
+    spectrum = torch.stack([spectrum[..., 0], spectrum[..., 1] * kept], -1)
+    d = _pairing_dim(spectrum[..., 0], dim)
+    rows = spectrum.shape[d]
+    if rows % 2:
+        spectrum = torch.constant_pad_nd(spectrum, [0, 0] * (spectrum.dim() - 1 - d) + [0, 1])
+    pairs = spectrum.unflatten(d, ((rows + 1) // 2, 2))
+    first, second = pairs.select(d + 1, 0), pairs.select(d + 1, 1)
+    joined = torch.stack([first[..., 0] - second[..., 1], first[..., 1] + second[..., 0]], -1)  # X1 + i·X2
+    signals = transform(joined, True, scale)  # [..., half at d, ..., n, 2]: (x1, x2) in each pair
+    return signals.movedim(-1, d + 1).flatten(d, d + 1).narrow(d, 0, rows)

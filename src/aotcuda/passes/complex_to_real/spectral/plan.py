@@ -257,8 +257,11 @@ A **dynamic transform length** works when its torch.export.Dim has a max N ≤ 2
   the signal to m and the kernel's spectrum in the inverse's loads: an FNet mixer's fft2 over a dynamic seq
   (N = 128) took 0.30–0.37× the time of the DFT products it replaced, still 5–8× the library's at one thread
   (docs/performance.md, session 41). Elsewhere (and float64) they are DFT products of plan(m), m the power of
-  two (the CPU form's ATen stages at m = 8192 made an AOTInductor compile take ~10 minutes). r2c and c2r run as
-  complex transforms (2× a real one). Example: Hyena's long convolution, rfft/irfft at n = 2L with L ≤ 2048,
+  two (the CPU form's ATen stages at m = 8192 made an AOTInductor compile take ~10 minutes). An r2c in the CPU
+  kernels of more than 8 rows (the kernel's block) with a batch dim of static size runs two real rows as one
+  complex row x1 + i·x2 and splits the spectra by symmetry, and a c2r there runs two spectra as one row X1 + i·X2:
+  half the transforms, 0.51–0.87× the time from 64 rows on (docs/performance.md, fftrows42); with only dynamic
+  batch dims they run as complex transforms (2× a real one). Example: Hyena's long convolution, rfft/irfft at n = 2L with L ≤ 2048,
   runs three length-8192 transform pairs per row at every L.
 A normalization that depends on a dynamic length is one multiply after the transform.
 """
