@@ -790,6 +790,13 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
     expression bound of an input's ``index_ranges`` of the signature whose expression ``read`` refuses (ShapeExpressionError): by default the grammar (module
     docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0)).
     A ``dim_names`` that is not {str: str}, or holds a name over MAX_DIM_NAME_CHARS, is refused too."""
+    # The names first: a refusal of an expression quotes its tensor's name, which must be bounded and printable by
+    # then (a 7,000,000-character name beside one bad expression made a 7 MB PackageError, review42a).
+    check_dim_names(signature, entry, path)
+    check_forward_arg_names(signature, entry, path)
+    check_tensor_names(signature, entry, path)
+    check_forward_parameter_names(signature, entry, path)
+    check_recorded_names(signature, entry, path)
     for kind in ("inputs", "outputs"):
         specs = signature.get(kind)
         for index, spec in enumerate(specs if isinstance(specs, list) else ()):
@@ -823,11 +830,6 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
                     raise PackageError(
                         f"{path!r}: {entry}: {field} expr {text} is not a shape expression: {exc}. Nothing of it "
                         "was run; the package is damaged or hostile, lower the model again") from exc
-    check_dim_names(signature, entry, path)
-    check_forward_arg_names(signature, entry, path)
-    check_tensor_names(signature, entry, path)
-    check_forward_parameter_names(signature, entry, path)
-    check_recorded_names(signature, entry, path)
 
 
 # The longest Dim name a signature may hold. Why: every expression that names a symbol is shown with the symbol's Dim

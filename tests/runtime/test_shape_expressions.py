@@ -452,3 +452,18 @@ def test_a_long_chain_of_one_operator_is_read_shallow_or_refused():
         with pytest.raises(ShapeExpressionError, match="nests more than 32 levels deep"):
             shape_expression(operator.join(["s0"] * 500))
         assert shape_expression(operator.join(["s0"] * 30)) is not None  # within the grammar's levels
+
+
+@pytest.mark.parametrize("kind", ["inputs", "outputs"])
+def test_a_huge_name_beside_a_bad_expression_is_refused_for_its_length_in_a_short_message(kind):
+    # the expressions were read before the names were checked: a 7,000,000-character name beside one bad expression
+    # made a 7 MB PackageError quoting the name whole (review42a, 2026-12-07)
+    from aotcuda.package_format import SIGNATURE_FORMAT, SIGNATURE_VERSION, parse_signature
+
+    tensor = {"name": "x", "dtype": "float32", "device": "cpu", "shape": [2]}
+    signature = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": [dict(tensor)],
+                 "outputs": [dict(tensor, name="out")]}
+    signature[kind][0].update(name="x" * 7_000_000, shape=[{"expr": "s0+", "min": 2, "max": 8}])
+    with pytest.raises(PackageError, match=r"7,000,000 characters") as caught:
+        parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+    assert len(str(caught.value)) < 1_000
