@@ -16,7 +16,7 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
      "outputs": [TensorSpec, ...],      # in the container's output order
      "dim_names": {"s27": "seq"},       # the Dim name the caller gave each input symbol (optional):
                                         # errors and `aotcuda inspect` say "seq", not "s27"; a name
-                                        # has at most MAX_DIM_NAME_CHARS (256) characters
+                                        # has at most MAX_DIM_NAME_CHARS (256) characters, printable
      "forward_arg_names": ["x", ...],   # forward's argument names, positional first (optional; torch's
                                         # ModuleCallSignature.forward_arg_names): lets a Program take a
                                         # positional argument by keyword, p(x=t), as ep.module() does
@@ -33,20 +33,26 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # the program: their place among the flat leaves of the (args, kwargs)
                                         # input spec (an int, not a tensor input's), the exported value (a
                                         # plain JSON scalar), the argument as the caller writes it
+                                        # (a name: printable, at most MAX_TENSOR_NAME_CHARS, check_names)
      "pytree_types": [{"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
                        "module": "transformers.modeling_outputs"}, ...],
                                         # (optional) container types of the input/output pytree specs
                                         # that torch does not register itself, with the module that does:
                                         # aotcuda.load imports it where the type's name lies in it
-                                        # (runtime/pytree_types.py: home_module)
+                                        # (runtime/pytree_types.py: home_module); type and module are
+                                        # printable, at most MAX_TENSOR_NAME_CHARS each (check_names)
      "kernels": [{"name": "aoti_torch_cpu_logcumsumexp", "allowed": false, "nodes": ["logcumsumexp"],
                   "sources": ["model.py:12: y = torch.logcumsumexp(z, 0)"]}, ...],
                                         # (optional) the ATen kernels lower() found the generated code
                                         # calling, allowed (library kernels) or not, with the model's lines:
-                                        # `aotcuda inspect` shows them as lower() classified them
+                                        # `aotcuda inspect` shows them as lower() classified them; a
+                                        # kernel's name and each node: printable, at most
+                                        # MAX_TENSOR_NAME_CHARS (check_names); sources: free text, shown
+                                        # escaped and cut
      "state_written": ["angle", ...],  # (optional) the buffers and parameters the program writes in place at
                                         # every call (a KV cache, a step counter): serving refuses batching
-                                        # and several replicas for it (each would hold its own state)
+                                        # and several replicas for it (each would hold its own state);
+                                        # each name printable, at most MAX_TENSOR_NAME_CHARS (check_names)
      "rows_mixed": false,               # (optional) whether an output's row changed with another row of the
                                         # inputs, or with its place among them, along their shared dynamic dim 0
                                         # when lowering ran the program in eager with rows of the example changed
@@ -789,7 +795,9 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
     """Refuse (PackageError naming the package, the entry and the field) every symbolic dim and every
     expression bound of an input's ``index_ranges`` of the signature whose expression ``read`` refuses (ShapeExpressionError): by default the grammar (module
     docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0)).
-    A ``dim_names`` that is not {str: str}, or holds a name over MAX_DIM_NAME_CHARS, is refused too."""
+    Every name of the signature is checked first, and refused as its own check says (``dim_names`` keys and values,
+    ``forward_arg_names``, inputs' and outputs' names, forward's parameter names and the other records' names:
+    ``check_dim_names`` ... ``check_recorded_names``, each through ``check_names``: bounded, printable)."""
     # The names first: a refusal of an expression quotes its tensor's name, which must be bounded and printable by
     # then (a 7,000,000-character name beside one bad expression made a 7 MB PackageError, review42a).
     check_dim_names(signature, entry, path)
