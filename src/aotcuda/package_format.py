@@ -955,16 +955,16 @@ def check_names(named, most: int, bound: str, entry: str, path: str) -> None:
     for where, name in named:
         if len(name) > most:
             raise PackageError(f"{path!r}: {entry}: {where} is {len(name):,} characters long "
-                               f"({clipped(repr(name), 60)}), more than the {most:,} {bound}; the package is damaged "
-                               "or hostile, lower the model again")
+                               f"({clipped(repr(name), 60)}), more than the {most:,} {bound}; the package is damaged, "
+                               "hostile, or lowered by an older aotcuda (which wrote such names): lower the model again")
         # str.isprintable is False exactly where terminal_safe escapes: a character of Unicode's "Other" or
         # "Separator" categories other than the space (the same database; checked over every code point), and it
         # runs in C: a signature of 30,000 names of 256 characters is read in 0.05 s CPU, not 0.83 s
         if not name.isprintable():
             raise PackageError(f"{path!r}: {entry}: {where} holds {clipped(repr(name), 80)}, a name with a control or "
-                               "format character, which no name lowering writes holds (printed, it could recolour, "
-                               "hide or reorder a message's text); the package is damaged or hostile, lower the "
-                               "model again")
+                               "format character (printed, it could recolour, hide or reorder a message's text); "
+                               "the package is damaged, hostile, or lowered by an older aotcuda (which wrote such "
+                               "names): lower the model again")
 
 
 def bounded_name(name: str) -> str:

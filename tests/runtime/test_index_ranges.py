@@ -548,7 +548,7 @@ def test_every_other_name_of_the_signature_is_bounded_and_printable(place):
 
     where = re.escape(place)
     with pytest.raises(PackageError, match=rf"signature\.json: {where} holds 'x\\x1b\[31mred.*, a name with a "
-                                           r"control or format character.*damaged or hostile, lower the model again"):
+                                           r"control or format character.*damaged, hostile, or lowered by an older aotcuda.*: lower the model again"):
         read("x" + HOSTILE_TEXT)
     with pytest.raises(PackageError, match=rf"signature\.json: {where} is 7,000,000 characters long \('xxx.*, more "
                                            r"than the .* may have .*lower the model again") as refused:
