@@ -1,8 +1,9 @@
 """Transforms whose length n is dynamic: a SymInt with a static upper bound N (its Dim's max).
 
 plan.py plans a static length; a dynamic one runs in one of two ways, chosen by N alone:
-- N ≤ MAX_DIRECT: one DFT product whose [2n, 2n] table is built in the graph from n on every call
-  (arange, t·k mod n in integers, cos/sin in float64): 8·n² flops a row, 4·n² table entries a call.
+- N ≤ MAX_DIRECT: one DFT product whose table is built in the graph from n on every call (arange, t·k mod n in
+  integers, cos/sin in float64): [2n, 2n] for a complex transform, 8·n² flops a row and 4·n² table entries a call;
+  [2n, 2·(n//2 + 1)] for a one-sided r2c (its bins only: r2c_along), about half of each (~4·n² flops, ~2·n² entries).
 - N > MAX_DIRECT: Bluestein's chirp-z at a static length m ≥ 2N − 1 (the power of two; on the CPU kernel's
   path plan.cpu_bluestein_length(N), its cheapest length of radix 4, 2, 3 and 5 stages). The chirp (n pairs) and
   the spectrum of its kernel (one length-m transform in float64, shared by every row) are computed in
@@ -35,8 +36,8 @@ from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, cpu_blueste
 
 # The largest Dim max a dynamic length may have: its Bluestein length m is ≤ 2²² (a 4 M-point transform).
 MAX_DYNAMIC_BOUND = 1 << 21
-# The largest Dim max of the direct form that lower() does not warn about. Its table, [2n, 2n] cos/sin in float64,
-# is built on every call: the eighth new user's rfft, irfft and fft of one dynamic length (max 64), one CPU thread,
+# The largest Dim max of the direct form that lower() does not warn about. Its table, [2n, 2n] cos/sin in float64
+# ([2n, 2·(n//2 + 1)] for a one-sided r2c), is built on every call: the eighth new user's rfft, irfft and fft of one dynamic length (max 64), one CPU thread,
 # least of 300 calls on a loaded 2-core machine, eager in brackets: n = 8 34 µs (21), 16 55 (21), 33 152 (24),
 # 64 493 (23), about 0.15 ms a transform at 64 and growing as n²; a batch of 8 rows added 25 µs; the same program
 # lowered for the static length 64 took 15 µs. Before, only a max above 64 (Bluestein) warned, and the user found
@@ -76,12 +77,13 @@ def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale, outputs=Non
     kernel reads and writes it in place; the other forms move it last and back. Only the first `outputs` bins
     (all n unless given) are formed: r2c_along says why they are not cut from all n."""
     n = x.shape[dim]
+    table = _table_size(outputs)
     outputs = n if outputs is None else outputs
     bound = upper_bound(n)
     if bound <= MAX_DIRECT:
         if bound > QUIET_DIRECT_BOUND:
             _warn_at_model_line(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}){_at_model_line()} builds "
-                                "its [2n, 2n] DFT table (4·n² cos/sin in float64) on every call: at n = 64 about 0.15 "
+                                f"its {table} on every call: at n = 64 about 0.15 "
                                 "ms a transform on one CPU thread, ~20× eager's FFT, growing as n². Where the program is "
                                 "called with few lengths, lower one program per length (a static length's tables are "
                                 "constants), or pad the signal to a static length with n=... where zero padding is what "
@@ -104,6 +106,14 @@ def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale, outputs=Non
         else:
             out = _bluestein(x.movedim(dim, -2), n, m, inverse, outputs).movedim(-2, dim)
     return out if isinstance(scale, float) and scale == 1.0 else out * scale
+
+
+def _table_size(outputs) -> str:
+    """The direct form's DFT table, as its warning names it: all n bins (a complex transform), or a one-sided r2c's
+    n//2 + 1 (r2c_along's only other `outputs`)."""
+    if outputs is None:
+        return "[2n, 2n] DFT table (4·n² cos/sin in float64)"
+    return "[2n, 2·(n//2 + 1)] DFT table (about 2·n² cos/sin in float64)"
 
 
 def _model_frame() -> tuple[str, int, str, str] | None:
@@ -190,7 +200,7 @@ def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool, outputs)
 
 def r2c_along(x: torch.Tensor, dim: int, bins, scale) -> torch.Tensor:
     """The first `bins` DFT bins of real x along its dim `dim` (≥ 0, length n dynamic), where it is: a pair with
-    `bins` at `dim`.
+    `bins` at `dim`; `bins` is a one-sided r2c's n//2 + 1, or None for all n (a two-sided one's).
 
     The bins are formed as they are (a [2n, 2·bins] table; Bluestein's length-m result cut to bins), not cut from
     all n bins: that cut is a view whose outer strides are 2n, and make_fx's metadata asks whether it is contiguous
