@@ -392,3 +392,42 @@ def test_every_real_transform_of_a_dynamic_length_from_two_against_eager(bound, 
                 actual = new.module()(h)
                 assert actual.shape[-1] == n, name
                 assert_relative(actual, module(h), RTOL[dtype], f"{name}, n={n}")
+
+
+
+@pytest.mark.parametrize("bound", [64, 128], ids=["in_graph_table", "bluestein_cpu_kernel"])
+def test_fft_of_a_real_input_forms_all_bins_as_a_complex_fft_does(bound, monkeypatch):
+    """fft of a real x gives n bins as a SymInt other than x.shape[-1]: dynamic.py took "all n" from `outputs is n`,
+    so it built a second arange for the bins of its table, or cut Bluestein's chirp to n, each redundant
+    (review42a). "All n" is None down to the table and the chirp now; the result matches eager."""
+    from aotcuda.passes.complex_to_real.spectral import dynamic, tables
+
+    asked, chirps_cut = [], []
+    c2c_values, first = tables.c2c_values, dynamic._first
+    monkeypatch.setattr(tables, "c2c_values", lambda n, inverse, device=None, outputs=None: (
+        asked.append(outputs), c2c_values(n, inverse, device, outputs))[1])
+
+    def spied_first(chirp, *rest):
+        kept = first(chirp, *rest)
+        chirps_cut.append(kept is not chirp)
+        return kept
+    monkeypatch.setattr(dynamic, "_first", spied_first)
+    module = torch.nn.Module()
+    module.forward = lambda x: torch.view_as_real(torch.fft.fft(x))
+    ep = torch.export.export(module, (torch.randn(3, 8),), dynamic_shapes=({1: Dim("n", min=2, max=bound)},))
+    new = ReplaceComplexWithRealPass(strict=True)(ep.run_decompositions()).module()
+    assert asked and all(outputs is None for outputs in asked), asked  # the table (and Bluestein's static plan's)
+    assert chirps_cut == ([] if bound <= 64 else [False])
+    for n in (2, 7, bound):
+        x = torch.randn(3, n)
+        assert_relative(new(x), module(x), RTOL[torch.float32], f"n={n}")
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16])
+def test_a_table_of_the_first_bins_is_the_first_columns_of_the_whole_table(n):
+    from aotcuda.passes.complex_to_real.spectral.tables import c2c_values
+
+    for inverse in (False, True):
+        whole = c2c_values(n, inverse)
+        assert whole.shape == (2 * n, 2 * n)
+        for k in {1, n // 2 + 1, n}:
+            assert torch.equal(c2c_values(n, inverse, outputs=k), whole[:, :2 * k]), (n, inverse, k)

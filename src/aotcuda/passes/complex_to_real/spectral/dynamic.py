@@ -75,10 +75,11 @@ def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
 def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale, outputs=None) -> torch.Tensor:
     """transform() along complex dim `dim` (≥ 0, not the pair's trailing 2) of pair x, where it is: the CPU
     kernel reads and writes it in place; the other forms move it last and back. Only the first `outputs` bins
-    (all n unless given) are formed: r2c_along says why they are not cut from all n."""
+    (None: all n) are formed: r2c_along says why they are not cut from all n. None is kept down to the tables: an
+    `outputs` equal to n is no proof of all n (fft of a real x gives n bins as a SymInt of its own), and a test of
+    identity with n would add a redundant arange and narrow."""
     n = x.shape[dim]
     table = _table_size(outputs)
-    outputs = n if outputs is None else outputs
     bound = upper_bound(n)
     if bound <= MAX_DIRECT:
         if bound > QUIET_DIRECT_BOUND:
@@ -90,7 +91,7 @@ def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale, outputs=Non
                                 "the model means (docs/ops.md, 'Dynamic dims')")
         matrix = tables.c2c_values(n, inverse, x.device, outputs).to(x.dtype)
         moved = x.movedim(dim, -2)
-        out = torch.matmul(moved.flatten(-2), matrix).unflatten(-1, (outputs, 2)).movedim(-2, dim)
+        out = torch.matmul(moved.flatten(-2), matrix).unflatten(-1, (_count(outputs, n), 2)).movedim(-2, dim)
     else:
         power_of_two = 1 << (2 * bound - 2).bit_length()  # ≥ 2·bound − 1; the kernel's length is no longer
         kernel = _cpu_kernel_takes(x, dim, power_of_two)
@@ -168,9 +169,14 @@ def _cpu_kernel_takes(x: torch.Tensor, dim: int, m: int) -> bool:
     return static.cpu_kernel_form(x.narrow(dim, 0, 1), dim, m, m, "c2c")
 
 
-def _first(chirp: torch.Tensor, outputs, n) -> torch.Tensor:
-    """The chirp's first `outputs` points: the chirp itself for all n (a c2c's), with no slice in the graph."""
-    return chirp if outputs is n else chirp.narrow(0, 0, outputs)
+def _count(outputs, n):
+    """How many bins `outputs` asks for: n where it is None (all of them)."""
+    return n if outputs is None else outputs
+
+
+def _first(chirp: torch.Tensor, outputs) -> torch.Tensor:
+    """The chirp's first `outputs` points: the chirp itself for all n (None), with no slice in the graph."""
+    return chirp if outputs is None else chirp.narrow(0, 0, outputs)
 
 
 def _bluestein_cpu_kernel(x: torch.Tensor, dim: int, n: torch.SymInt, m: int, inverse: bool,
@@ -184,7 +190,7 @@ def _bluestein_cpu_kernel(x: torch.Tensor, dim: int, n: torch.SymInt, m: int, in
     spectrum = torch.ops.aotcuda.fft_rows_cpu(padded, dim, m, m, "c2c", False, 1.0)
     convolved = torch.ops.aotcuda.fft_rows_cpu(spectrum, dim, m, m, "c2c", True, 1.0,
                                                weight=_along(spectrum_of_kernel, spectrum, dim))
-    return static.cmul(convolved.narrow(dim, 0, outputs), _along(_first(chirp, outputs, n), x, dim))
+    return static.cmul(convolved.narrow(dim, 0, _count(outputs, n)), _along(_first(chirp, outputs), x, dim))
 
 
 def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool, outputs) -> torch.Tensor:
@@ -194,8 +200,8 @@ def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool, outputs)
     chirp, spectrum_of_kernel = _tables(x, n, m, inverse)
     a = torch.constant_pad_nd(static.cmul(x, chirp), [0, 0, 0, m - n])
     spectrum = static.cmul(static.gemm_transform(a, padded, False, 1.0), spectrum_of_kernel)
-    return static.cmul(static.gemm_transform(spectrum, padded, True, 1.0).narrow(-2, 0, outputs),
-                       _first(chirp, outputs, n))
+    return static.cmul(static.gemm_transform(spectrum, padded, True, 1.0).narrow(-2, 0, _count(outputs, n)),
+                       _first(chirp, outputs))
 
 
 def r2c_along(x: torch.Tensor, dim: int, bins, scale) -> torch.Tensor:
