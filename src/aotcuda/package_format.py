@@ -849,8 +849,9 @@ MAX_DIM_NAME_CHARS = 256
 
 
 def check_dim_names(signature: dict, entry: str, path: str) -> None:
-    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings, or holds a name that
-    ``check_names`` refuses (longer than ``MAX_DIM_NAME_CHARS``, or not printable)."""
+    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings, a key that is not a size
+    symbol of the grammar (``_SYMBOL``), or a name that ``check_names`` refuses (longer than ``MAX_DIM_NAME_CHARS``,
+    or not printable)."""
     names = signature.get("dim_names")
     if names is None:
         return
@@ -860,9 +861,13 @@ def check_dim_names(signature: dict, entry: str, path: str) -> None:
         shown = shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
         raise PackageError(f"{path!r}: {entry}: dim_names {shown} is not an object of size symbols to Dim names "
                            "(strings); the package is damaged or hostile, lower the model again")
-    # a key is a size symbol (s27), which `aotcuda inspect --json` and messages about the record quote
-    check_names((("a dim_names key", symbol) for symbol in names), MAX_DIM_NAME_CHARS, "a size symbol may have "
-                "(the grammar's are at most 64)", entry, path)
+    # a key is a size symbol (s27), which `aotcuda inspect --json` and messages about the record quote: the grammar's
+    # own (_SYMBOL, at most 64 characters), or no expression could name it
+    for symbol in names:
+        if not _SYMBOL.fullmatch(symbol):
+            raise PackageError(f"{path!r}: {entry}: a dim_names key {clipped(repr(symbol), 60)} is not a size symbol "
+                               "([a-z][a-z0-9_]*, at most 64 characters, as the shape expressions name them); the "
+                               "package is damaged or hostile, lower the model again")
     check_names(((f"dim_names[{clipped(repr(symbol), 40)}]", name) for symbol, name in names.items()),
                 MAX_DIM_NAME_CHARS, "a Dim name may have (each expression naming the symbol is shown with the name in "
                 "its place, so its length multiplies with them)", entry, path)
