@@ -16,7 +16,7 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
      "outputs": [TensorSpec, ...],      # in the container's output order
      "dim_names": {"s27": "seq"},       # the Dim name the caller gave each input symbol (optional):
                                         # errors and `aotcuda inspect` say "seq", not "s27"; a name
-                                        # has at most MAX_DIM_NAME_CHARS (256) characters
+                                        # has at most MAX_DIM_NAME_CHARS (256) characters, printable
      "forward_arg_names": ["x", ...],   # forward's argument names, positional first (optional; torch's
                                         # ModuleCallSignature.forward_arg_names): lets a Program take a
                                         # positional argument by keyword, p(x=t), as ep.module() does
@@ -33,20 +33,26 @@ Format (version 2; version 1 is the same without "index_ranges", and is read as 
                                         # the program: their place among the flat leaves of the (args, kwargs)
                                         # input spec (an int, not a tensor input's), the exported value (a
                                         # plain JSON scalar), the argument as the caller writes it
+                                        # (a name: printable, at most MAX_TENSOR_NAME_CHARS, check_names)
      "pytree_types": [{"type": "transformers.modeling_outputs.CausalLMOutputWithPast",
                        "module": "transformers.modeling_outputs"}, ...],
                                         # (optional) container types of the input/output pytree specs
                                         # that torch does not register itself, with the module that does:
                                         # aotcuda.load imports it where the type's name lies in it
-                                        # (runtime/pytree_types.py: home_module)
+                                        # (runtime/pytree_types.py: home_module); type and module are
+                                        # printable, at most MAX_TENSOR_NAME_CHARS each (check_names)
      "kernels": [{"name": "aoti_torch_cpu_logcumsumexp", "allowed": false, "nodes": ["logcumsumexp"],
                   "sources": ["model.py:12: y = torch.logcumsumexp(z, 0)"]}, ...],
                                         # (optional) the ATen kernels lower() found the generated code
                                         # calling, allowed (library kernels) or not, with the model's lines:
-                                        # `aotcuda inspect` shows them as lower() classified them
+                                        # `aotcuda inspect` shows them as lower() classified them; a
+                                        # kernel's name and each node: printable, at most
+                                        # MAX_TENSOR_NAME_CHARS (check_names); sources: free text, shown
+                                        # escaped and cut
      "state_written": ["angle", ...],  # (optional) the buffers and parameters the program writes in place at
                                         # every call (a KV cache, a step counter): serving refuses batching
-                                        # and several replicas for it (each would hold its own state)
+                                        # and several replicas for it (each would hold its own state);
+                                        # each name printable, at most MAX_TENSOR_NAME_CHARS (check_names)
      "rows_mixed": false,               # (optional) whether an output's row changed with another row of the
                                         # inputs, or with its place among them, along their shared dynamic dim 0
                                         # when lowering ran the program in eager with rows of the example changed
@@ -791,7 +797,16 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
     """Refuse (PackageError naming the package, the entry and the field) every symbolic dim, every
     expression bound of an input's ``index_ranges`` and every ``data_dependent_sizes[].expr`` of the signature whose expression ``read`` refuses (ShapeExpressionError): by default the grammar (module
     docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0)).
-    A ``dim_names`` that is not {str: str}, or holds a name over MAX_DIM_NAME_CHARS, is refused too."""
+    Every name of the signature is checked first, and refused as its own check says (``dim_names`` keys and values,
+    ``forward_arg_names``, inputs' and outputs' names, forward's parameter names and the other records' names:
+    ``check_dim_names`` ... ``check_recorded_names``, each through ``check_names``: bounded, printable)."""
+    # The names first: a refusal of an expression quotes its tensor's name, which must be bounded and printable by
+    # then (a 7,000,000-character name beside one bad expression made a 7 MB PackageError, review42a).
+    check_dim_names(signature, entry, path)
+    check_forward_arg_names(signature, entry, path)
+    check_tensor_names(signature, entry, path)
+    check_forward_parameter_names(signature, entry, path)
+    check_recorded_names(signature, entry, path)
     for kind in ("inputs", "outputs"):
         specs = signature.get(kind)
         for index, spec in enumerate(specs if isinstance(specs, list) else ()):
@@ -814,17 +829,11 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
     # what serving and `aotcuda inspect` read of each (its symbols), with the grammar, as every other expression
     for number, text in _data_dependent_exprs(signature):
         _read_expression(read, text, f"data_dependent_sizes[{number}]", entry, path)
-    check_dim_names(signature, entry, path)
-    check_forward_arg_names(signature, entry, path)
-    check_tensor_names(signature, entry, path)
-    check_forward_parameter_names(signature, entry, path)
-    check_recorded_names(signature, entry, path)
 
 
 def _name_of(spec: dict) -> str:
-    """A tensor's name as a refusal of its expression quotes it: its repr, cut. Why cut: names are bounded by
-    check_tensor_names, after the expressions, so a forged 1,000,000-character name made a 1,000,233-character
-    PackageError."""
+    """A tensor's name as a refusal of its expression quotes it: its repr, cut to 80 characters (the name is bounded
+    to 1,024 by check_tensor_names before the expressions are read; a refusal names its place, not the whole name)."""
     return clipped(repr(spec.get("name")), 80)
 
 
@@ -856,8 +865,9 @@ MAX_DIM_NAME_CHARS = 256
 
 
 def check_dim_names(signature: dict, entry: str, path: str) -> None:
-    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings, or holds a name that
-    ``check_names`` refuses (longer than ``MAX_DIM_NAME_CHARS``, or not printable)."""
+    """Refuse (PackageError) a ``dim_names`` that is not a JSON object of strings to strings, a key that is not a size
+    symbol of the grammar (``_SYMBOL``), or a name that ``check_names`` refuses (longer than ``MAX_DIM_NAME_CHARS``,
+    or not printable)."""
     names = signature.get("dim_names")
     if names is None:
         return
@@ -867,9 +877,13 @@ def check_dim_names(signature: dict, entry: str, path: str) -> None:
         shown = shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
         raise PackageError(f"{path!r}: {entry}: dim_names {shown} is not an object of size symbols to Dim names "
                            "(strings); the package is damaged or hostile, lower the model again")
-    # a key is a size symbol (s27), which `aotcuda inspect --json` and messages about the record quote
-    check_names((("a dim_names key", symbol) for symbol in names), MAX_DIM_NAME_CHARS, "a size symbol may have "
-                "(the grammar's are at most 64)", entry, path)
+    # a key is a size symbol (s27), which `aotcuda inspect --json` and messages about the record quote: the grammar's
+    # own (_SYMBOL, at most 64 characters), or no expression could name it
+    for symbol in names:
+        if not _SYMBOL.fullmatch(symbol):
+            raise PackageError(f"{path!r}: {entry}: a dim_names key {clipped(repr(symbol), 60)} is not a size symbol "
+                               "([a-z][a-z0-9_]*, at most 64 characters, as the shape expressions name them); the "
+                               "package is damaged or hostile, lower the model again")
     check_names(((f"dim_names[{clipped(repr(symbol), 40)}]", name) for symbol, name in names.items()),
                 MAX_DIM_NAME_CHARS, "a Dim name may have (each expression naming the symbol is shown with the name in "
                 "its place, so its length multiplies with them)", entry, path)
@@ -962,16 +976,16 @@ def check_names(named, most: int, bound: str, entry: str, path: str) -> None:
     for where, name in named:
         if len(name) > most:
             raise PackageError(f"{path!r}: {entry}: {where} is {len(name):,} characters long "
-                               f"({clipped(repr(name), 60)}), more than the {most:,} {bound}; the package is damaged "
-                               "or hostile, lower the model again")
+                               f"({clipped(repr(name), 60)}), more than the {most:,} {bound}; the package is damaged, "
+                               "hostile, or lowered by an older aotcuda (which wrote such names): lower the model again")
         # str.isprintable is False exactly where terminal_safe escapes: a character of Unicode's "Other" or
         # "Separator" categories other than the space (the same database; checked over every code point), and it
         # runs in C: a signature of 30,000 names of 256 characters is read in 0.05 s CPU, not 0.83 s
         if not name.isprintable():
             raise PackageError(f"{path!r}: {entry}: {where} holds {clipped(repr(name), 80)}, a name with a control or "
-                               "format character, which no name lowering writes holds (printed, it could recolour, "
-                               "hide or reorder a message's text); the package is damaged or hostile, lower the "
-                               "model again")
+                               "format character (printed, it could recolour, hide or reorder a message's text); "
+                               "the package is damaged, hostile, or lowered by an older aotcuda (which wrote such "
+                               "names): lower the model again")
 
 
 def bounded_name(name: str) -> str:

@@ -528,7 +528,6 @@ RECORDED_NAMES = {
     "pytree_types[0] module": lambda name: {"pytree_types": [{"type": "m.T", "module": name}]},
     "kernels[0] name": lambda name: {"kernels": [{"name": name, "allowed": False, "nodes": [], "sources": []}]},
     "kernels[0] nodes[0]": lambda name: {"kernels": [{"name": "k", "allowed": False, "nodes": [name], "sources": []}]},
-    "a dim_names key": lambda name: {"dim_names": {name: "seq"}},
 }
 
 
@@ -540,7 +539,7 @@ def test_every_other_name_of_the_signature_is_bounded_and_printable(place):
     and lowering wrote such an output name itself for a dict keyed by an Enum whose name holds one. Each is refused as
     the signature is read, naming its place, the name escaped and the fix; the longest name allowed still reads."""
     from aotcuda.errors import PackageError
-    from aotcuda.package_format import MAX_DIM_NAME_CHARS, MAX_TENSOR_NAME_CHARS, parse_signature
+    from aotcuda.package_format import MAX_TENSOR_NAME_CHARS, parse_signature
 
     def read(name):
         return parse_signature(json.dumps({**_signature(), **RECORDED_NAMES[place](name)}).encode(),
@@ -548,14 +547,33 @@ def test_every_other_name_of_the_signature_is_bounded_and_printable(place):
 
     where = re.escape(place)
     with pytest.raises(PackageError, match=rf"signature\.json: {where} holds 'x\\x1b\[31mred.*, a name with a "
-                                           r"control or format character.*damaged or hostile, lower the model again"):
+                                           r"control or format character.*damaged, hostile, or lowered by an older aotcuda.*: lower the model again"):
         read("x" + HOSTILE_TEXT)
     with pytest.raises(PackageError, match=rf"signature\.json: {where} is 7,000,000 characters long \('xxx.*, more "
                                            r"than the .* may have .*lower the model again") as refused:
         read("x" * 7_000_000)
     assert len(str(refused.value)) < 500, len(str(refused.value))
-    most = MAX_DIM_NAME_CHARS if place == "a dim_names key" else MAX_TENSOR_NAME_CHARS
-    read("名" * most)
+    read("名" * MAX_TENSOR_NAME_CHARS)
+
+
+@pytest.mark.parametrize("key", ["x" + HOSTILE_TEXT, "s" * 7_000_000, "名" * 256, "s" + "0" * 64, "S0", "0s", "s-1", ""])
+def test_a_dim_names_key_is_a_size_symbol_of_the_grammar(key):
+    """A dim_names key names a size symbol, which the shape expressions name as [a-z][a-z0-9_]* of at most 64
+    characters; it was checked as any printable name of at most 256 (256 CJK characters read), though no expression
+    could name such a symbol (review42a). Anything else is refused, quoted short and escaped; a 64-character symbol
+    reads."""
+    from aotcuda.errors import PackageError
+    from aotcuda.package_format import parse_signature
+
+    def read(symbol):
+        return parse_signature(json.dumps({**_signature(), "dim_names": {symbol: "seq"}}).encode(),
+                               "aotcuda/signature.json", "x.pt2")
+
+    with pytest.raises(PackageError, match=r"signature\.json: a dim_names key .* is not a size symbol") as refused:
+        read(key)
+    assert len(str(refused.value)) < 500 and "\x1b" not in str(refused.value) and "\u202e" not in str(refused.value)
+    read("s" + "0" * 63)
+    read("u12_a")
 
 
 def test_the_printable_check_of_many_names_is_fast_and_agrees_with_the_escape():

@@ -257,3 +257,55 @@ def test_the_warning_escapes_and_cuts_the_type_names_of_a_forged_call_spec(where
     assert "\\x1b[2J" in message
     assert len(message) < 2_000, len(message)
     assert pytree.tree_unflatten([0, 1], spec) == (0, 1)
+
+
+def enum_keyed_spec(fqn: str, names: list[str], plain_keys: list[str] = ()) -> str:
+    """A dict spec keyed by Enum members as torch's treespec_dumps writes them (module:Class, member name)."""
+    leaf = {"type": None, "context": None, "children_spec": []}
+    keys = [{"__enum__": True, "fqn": fqn, "name": name} for name in names] + list(plain_keys)
+    return json.dumps([1, {"type": "builtins.dict", "context": json.dumps(keys), "children_spec": [leaf] * len(keys)}])
+
+
+@pytest.mark.parametrize("fqn", ["__main__:Key", "aotcuda_no_such_package.keys:Key", "collections:OrderedDict",
+                                 "enum:Enum"])
+def test_enum_keys_whose_class_this_process_cannot_find_come_back_as_strings_with_one_warning(fqn):
+    # an Enum made in the lowering script's __main__ (or with enum.Enum("Key", ...)), a module not installed here,
+    # a name that is no Enum, an Enum without that member: torch's enum_object_hook raised AttributeError,
+    # ImportError, TypeError, KeyError out of aotcuda.load (review42a, 2026-12-07)
+    text = enum_keyed_spec(fqn, ["a\x1bb", "second"], ["plain"])
+    with pytest.warns(UserWarning, match=r"Enum members as keys.*make each class importable") as caught:
+        spec = load_spec(text, None, "p.pt2", "outputs")
+    assert len(caught) == 1 and "\x1b" not in str(caught[0].message)
+    cls = fqn.partition(":")[2]
+    assert pytree.tree_unflatten([0, 1, 2], spec) == {f"{cls}.a\x1bb": 0, f"{cls}.second": 1, "plain": 2}
+
+
+def test_enum_keys_that_would_merge_as_strings_come_back_as_a_tuple():
+    text = enum_keyed_spec("__main__:Key", ["a"], ["Key.a"])
+    with pytest.warns(UserWarning, match="Enum members"):
+        spec = load_spec(text, None, "p.pt2", "outputs")
+    assert pytree.tree_unflatten([0, 1], spec) == (0, 1)
+
+
+def test_enum_keys_of_an_importable_enum_load_as_the_members_without_warning(recwarn):
+    import signal
+    spec = load_spec(enum_keyed_spec("signal:Signals", ["SIGINT"]), None, "p.pt2", "outputs")
+    assert pytree.tree_unflatten([0], spec) == {signal.Signals.SIGINT: 0}
+    assert not [w for w in recwarn if issubclass(w.category, UserWarning)]
+
+
+def test_a_package_keyed_by_an_enum_of_main_loads_and_runs(twice_pt2, monkeypatch):
+    from aotcuda.runtime.container import ModelContainer
+    import aotcuda
+
+    real = ModelContainer.call_spec
+    monkeypatch.setattr(ModelContainer, "call_spec",
+                        lambda self: (real(self)[0], enum_keyed_spec("__main__:Key", ["a\x1bb", "b"], ["c"])))
+    with pytest.warns(UserWarning, match=r"Key of module __main__"):
+        program = aotcuda.load(twice_pt2)
+    x = torch.randn(5, 4)
+    out = program(x)
+    assert list(out) == ["Key.a\x1bb", "Key.b", "c"]
+    torch.testing.assert_close(out["Key.a\x1bb"], x * 2)
+    torch.testing.assert_close(out["Key.b"], x + 1)
+    torch.testing.assert_close(out["c"], x * 2)

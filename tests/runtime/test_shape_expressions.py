@@ -500,17 +500,33 @@ def test_load_refuses_a_package_whose_data_dependent_size_is_hostile(twice_pt2, 
 
 @pytest.mark.parametrize("where", ["shape", "index_ranges"])
 def test_a_refused_expression_quotes_its_tensors_name_cut(where):
-    """(small42) The refusal of a tensor's expression quoted the tensor's name whole (names are bounded after the
-    expressions are read): a forged 1,000,000-character name made a 1,000,233-character PackageError."""
+    """(small42) The refusal of a tensor's expression quoted the tensor's name whole: a forged 1,000,000-character
+    name made a 1,000,233-character PackageError. Names are now checked first (the test below), and a name within
+    their bound of 1,024 characters is quoted cut to 80."""
     from aotcuda.package_format import SIGNATURE_FORMAT, parse_signature
 
-    spec = {"name": "\x1b[2J" + "x" * 1_000_000, "dtype": "int64", "shape": [4], "strides": [1]}
+    spec = {"name": "x" * 1_000, "dtype": "int64", "shape": [4], "strides": [1]}
     if where == "shape":
         spec["shape"] = [{"expr": "s0**99", "min": 1, "max": 4}]
     else:
         spec["index_ranges"] = [{"min": 0, "max": {"expr": "s0**99"}, "reason": "x"}]
     signature = {"format": SIGNATURE_FORMAT, "version": 2, "inputs": [spec], "outputs": []}
-    with pytest.raises(PackageError, match=r"inputs\[0\] \('\\x1b\[2Jxxx.*\(1000009 characters\)\) .*is not a shape "
+    with pytest.raises(PackageError, match=r"inputs\[0\] \('xxx.*\(1002 characters\)\) .*is not a shape "
                                            r"expression") as caught:
         parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
-    assert len(str(caught.value)) < 1000 and "\x1b" not in str(caught.value)
+    assert len(str(caught.value)) < 500
+
+
+@pytest.mark.parametrize("kind", ["inputs", "outputs"])
+def test_a_huge_name_beside_a_bad_expression_is_refused_for_its_length_in_a_short_message(kind):
+    # the expressions were read before the names were checked: a 7,000,000-character name beside one bad expression
+    # made a 7 MB PackageError quoting the name whole (review42a, 2026-12-07)
+    from aotcuda.package_format import SIGNATURE_FORMAT, SIGNATURE_VERSION, parse_signature
+
+    tensor = {"name": "x", "dtype": "float32", "device": "cpu", "shape": [2]}
+    signature = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "inputs": [dict(tensor)],
+                 "outputs": [dict(tensor, name="out")]}
+    signature[kind][0].update(name="x" * 7_000_000, shape=[{"expr": "s0+", "min": 2, "max": 8}])
+    with pytest.raises(PackageError, match=r"7,000,000 characters") as caught:
+        parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
+    assert len(str(caught.value)) < 1_000

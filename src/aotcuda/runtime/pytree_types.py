@@ -23,6 +23,7 @@ may be edited without the library, can name which of those modules holds a type,
 
 from __future__ import annotations
 
+import enum
 import importlib
 import json
 import warnings
@@ -71,6 +72,7 @@ def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: s
     if not text:
         return None
     check_json_bounds(text, package_path, f"the {what} call spec")  # json recurses once per level
+    text = _unfound_enums_plain(text, package_path, what)
     try:
         return pytree.treespec_loads(text)
     except NotImplementedError:
@@ -100,6 +102,66 @@ def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: s
         f"as a tuple. Install the module (or import it before aotcuda.load) to get the original types.",
         UserWarning, stacklevel=4)
     return pytree.treespec_loads(json.dumps(_plain(json.loads(text), set(still_missing), package_path)))
+
+
+def _unfound_enums_plain(text: str, package_path: str, what: str) -> str:
+    """``text`` with each Enum member of its contexts that this process cannot find written as the string
+    "Class.member", and one UserWarning naming each such Enum; ``text`` itself where every Enum is found.
+
+    A dict keyed by Enum members stores each key as its module, class and member name; torch's
+    ``enum_object_hook`` imports the module and looks the class up, and raises (ImportError, AttributeError,
+    KeyError, TypeError) where that fails: an Enum defined in ``__main__`` of the lowering script, made with the
+    functional API (``enum.Enum("Key", ...)``), or in a module this process cannot import."""
+    if "__enum__" not in text:  # in the spec's text, the context's quotes are escaped
+        return text
+    unfound: dict[str, str] = {}
+
+    def plain(value):
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        if "__enum__" not in value:
+            return {key: plain(item) for key, item in value.items()}
+        fqn, name = str(value.get("fqn")), str(value.get("name"))
+        try:
+            member = pytree.enum_object_hook(value)
+            if isinstance(member, enum.Enum):
+                return value
+            reason = f"{fqn} names no Enum: [{name!r}] of it is a {type(member).__name__}"
+        except Exception as exc:  # noqa: BLE001 - whatever the lookup raises means: this process lacks the class
+            reason = f"{type(exc).__name__}: {exc}"
+        unfound.setdefault(fqn, reason)
+        return f"{fqn.partition(':')[2]}.{name}"
+
+    def convert(node: dict) -> dict:
+        node = {**node, "children_spec": [convert(child) for child in node.get("children_spec", [])]}
+        context = node.get("context")
+        if not (isinstance(context, str) and '"__enum__"' in context):
+            return node
+        try:  # a string inside the spec, which the bounds scan did not look into: bounded on its own
+            value = plain(load_json(context, package_path, "a call spec's context"))
+        except PackageError:
+            return node
+        keys = value if isinstance(value, list) else []
+        if len({json.dumps(key) for key in keys}) < len(keys):  # two members now one string: keys would merge
+            return {"type": "builtins.tuple", "context": "null", "children_spec": node["children_spec"]}
+        return {**node, "context": json.dumps(value)}
+
+    protocol, root = json.loads(text)
+    converted = json.dumps([protocol, convert(root)])
+    if unfound:
+        described = "; ".join(
+            f"{terminal_safe(clipped(fqn.partition(':')[2], 200))} of module "
+            f"{terminal_safe(clipped(fqn.partition(':')[0], 200))} ({terminal_safe(clipped(reason, 300))})"
+            for fqn, reason in unfound.items())
+        warnings.warn(
+            f"{terminal_safe(clipped(package_path, 300))}: its {what} use Enum members as keys whose class this "
+            f"process cannot find ({described}). Those keys come back as strings 'Class.member'. To get the members, "
+            f"make each class importable under that module name before aotcuda.load (define it at the top level of "
+            f"an importable module, not with enum.Enum(...) in a script's __main__), and lower the model again if "
+            f"the module name changed.", UserWarning, stacklevel=5)
+    return converted
 
 
 def home_module(name: str, recorded) -> str:

@@ -97,13 +97,14 @@ def _dynamic_fft_warnings(module, bound):
 
 def test_a_dynamic_length_of_the_direct_form_above_16_warns_of_its_table_on_every_call():
     """The eighth new user (2026-12-07): a dynamic length with max 64 ran 15-20× eager at n = 64 on the CPU (its
-    [2n, 2n] table built on every call; the measurements are at spectral/dynamic.py's QUIET_DIRECT_BOUND), while
+    [2n, 2·(n//2 + 1)] table built on every call; the measurements are at spectral/dynamic.py's QUIET_DIRECT_BOUND), while
     lower() warned only for a max above 64."""
     module = torch.nn.Module()
     module.forward = lambda x: torch.view_as_real(torch.fft.rfft(x))
     assert _dynamic_fft_warnings(module, 16) == []
     said = _dynamic_fft_warnings(module, 64)
-    assert len(said) == 1 and "at most 64" in said[0] and "builds its [2n, 2n] DFT table" in said[0], said
+    assert len(said) == 1 and "at most 64" in said[0], said
+    assert "builds its [2n, 2·(n//2 + 1)] DFT table (about 2·n²" in said[0], said  # an rfft's table: its bins only
     assert "~20× eager's FFT" in said[0] and "lower one program per length" in said[0], said
 
 
@@ -430,3 +431,41 @@ def test_an_inverse_real_transform_of_one_bin_is_refused_with_eagers_words_not_a
         at_two = ReplaceComplexWithRealPass(strict=True)(
             export(module, (example,), dynamic_shapes=({1: Dim("bins", min=2, max=bound)},)))
         assert _asserts_in(at_two) == 0, name
+
+
+@pytest.mark.parametrize("bound", [64, 128], ids=["in_graph_table", "bluestein_cpu_kernel"])
+def test_fft_of_a_real_input_forms_all_bins_as_a_complex_fft_does(bound, monkeypatch):
+    """fft of a real x gives n bins as a SymInt other than x.shape[-1]: dynamic.py took "all n" from `outputs is n`,
+    so it built a second arange for the bins of its table, or cut Bluestein's chirp to n, each redundant
+    (review42a). "All n" is None down to the table and the chirp now; the result matches eager."""
+    from aotcuda.passes.complex_to_real.spectral import dynamic, tables
+
+    asked, chirps_cut = [], []
+    c2c_values, first = tables.c2c_values, dynamic._first
+    monkeypatch.setattr(tables, "c2c_values", lambda n, inverse, device=None, outputs=None: (
+        asked.append(outputs), c2c_values(n, inverse, device, outputs))[1])
+
+    def spied_first(chirp, *rest):
+        kept = first(chirp, *rest)
+        chirps_cut.append(kept is not chirp)
+        return kept
+    monkeypatch.setattr(dynamic, "_first", spied_first)
+    module = torch.nn.Module()
+    module.forward = lambda x: torch.view_as_real(torch.fft.fft(x))
+    ep = torch.export.export(module, (torch.randn(3, 8),), dynamic_shapes=({1: Dim("n", min=2, max=bound)},))
+    new = ReplaceComplexWithRealPass(strict=True)(ep.run_decompositions()).module()
+    assert asked and all(outputs is None for outputs in asked), asked  # the table (and Bluestein's static plan's)
+    assert chirps_cut == ([] if bound <= 64 else [False])
+    for n in (2, 7, bound):
+        x = torch.randn(3, n)
+        assert_relative(new(x), module(x), RTOL[torch.float32], f"n={n}")
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16])
+def test_a_table_of_the_first_bins_is_the_first_columns_of_the_whole_table(n):
+    from aotcuda.passes.complex_to_real.spectral.tables import c2c_values
+
+    for inverse in (False, True):
+        whole = c2c_values(n, inverse)
+        assert whole.shape == (2 * n, 2 * n)
+        for k in {1, n // 2 + 1, n}:
+            assert torch.equal(c2c_values(n, inverse, outputs=k), whole[:, :2 * k]), (n, inverse, k)

@@ -145,7 +145,7 @@ def fft_r2c(out, x, dim, normalization, onesided):
         table_scale, after = _in_tables(scale)
         result = Pair(_times(spectral.r2c_along(x, last, bins, table_scale), after))
     else:
-        result = Pair(dynamic.r2c_along(x, last, bins, scale))
+        result = Pair(dynamic.r2c_along(x, last, bins if onesided else None, scale))  # None: all n bins
     return _c2c_dims(result, first, False, 1.0) if first else result
 
 

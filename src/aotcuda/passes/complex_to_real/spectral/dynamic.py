@@ -1,8 +1,9 @@
 """Transforms whose length n is dynamic: a SymInt with a static upper bound N (its Dim's max).
 
 plan.py plans a static length; a dynamic one runs in one of two ways, chosen by N alone:
-- N ≤ MAX_DIRECT: one DFT product whose [2n, 2n] table is built in the graph from n on every call
-  (arange, t·k mod n in integers, cos/sin in float64): 8·n² flops a row, 4·n² table entries a call.
+- N ≤ MAX_DIRECT: one DFT product whose table is built in the graph from n on every call (arange, t·k mod n in
+  integers, cos/sin in float64): [2n, 2n] for a complex transform, 8·n² flops a row and 4·n² table entries a call;
+  [2n, 2·(n//2 + 1)] for a one-sided r2c (its bins only: r2c_along), about half of each (~4·n² flops, ~2·n² entries).
 - N > MAX_DIRECT: Bluestein's chirp-z at a static length m ≥ 2N − 1 (the power of two; on the CPU kernel's
   path plan.cpu_bluestein_length(N), its cheapest length of radix 4, 2, 3 and 5 stages). The chirp (n pairs) and
   the spectrum of its kernel (one length-m transform in float64, shared by every row) are computed in
@@ -40,8 +41,8 @@ from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, cpu_blueste
 
 # The largest Dim max a dynamic length may have: its Bluestein length m is ≤ 2²² (a 4 M-point transform).
 MAX_DYNAMIC_BOUND = 1 << 21
-# The largest Dim max of the direct form that lower() does not warn about. Its table, [2n, 2n] cos/sin in float64,
-# is built on every call: the eighth new user's rfft, irfft and fft of one dynamic length (max 64), one CPU thread,
+# The largest Dim max of the direct form that lower() does not warn about. Its table, [2n, 2n] cos/sin in float64
+# ([2n, 2·(n//2 + 1)] for a one-sided r2c), is built on every call: the eighth new user's rfft, irfft and fft of one dynamic length (max 64), one CPU thread,
 # least of 300 calls on a loaded 2-core machine, eager in brackets: n = 8 34 µs (21), 16 55 (21), 33 152 (24),
 # 64 493 (23), about 0.15 ms a transform at 64 and growing as n²; a batch of 8 rows added 25 µs; the same program
 # lowered for the static length 64 took 15 µs. Before, only a max above 64 (Bluestein) warned, and the user found
@@ -95,21 +96,23 @@ def transform(x: torch.Tensor, inverse: bool, scale) -> torch.Tensor:
 def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale, outputs=None) -> torch.Tensor:
     """transform() along complex dim `dim` (≥ 0, not the pair's trailing 2) of pair x, where it is: the CPU
     kernel reads and writes it in place; the other forms move it last and back. Only the first `outputs` bins
-    (all n unless given) are formed: r2c_along says why they are not cut from all n."""
+    (None: all n) are formed: r2c_along says why they are not cut from all n. None is kept down to the tables: an
+    `outputs` equal to n is no proof of all n (fft of a real x gives n bins as a SymInt of its own), and a test of
+    identity with n would add a redundant arange and narrow."""
     n = x.shape[dim]
-    outputs = n if outputs is None else outputs
+    table = _table_size(outputs)
     bound = upper_bound(n)
     if bound <= MAX_DIRECT:
         if bound > QUIET_DIRECT_BOUND:
             _warn_at_model_line(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}){_at_model_line()} builds "
-                                "its [2n, 2n] DFT table (4·n² cos/sin in float64) on every call: at n = 64 about 0.15 "
+                                f"its {table} on every call: at n = 64 about 0.15 "
                                 "ms a transform on one CPU thread, ~20× eager's FFT, growing as n². Where the program is "
                                 "called with few lengths, lower one program per length (a static length's tables are "
                                 "constants), or pad the signal to a static length with n=... where zero padding is what "
                                 "the model means (docs/ops.md, 'Dynamic dims')")
         matrix = tables.c2c_values(n, inverse, x.device, outputs).to(x.dtype)
         moved = x.movedim(dim, -2)
-        out = torch.matmul(moved.flatten(-2), matrix).unflatten(-1, (outputs, 2)).movedim(-2, dim)
+        out = torch.matmul(moved.flatten(-2), matrix).unflatten(-1, (_count(outputs, n), 2)).movedim(-2, dim)
     else:
         power_of_two = 1 << (2 * bound - 2).bit_length()  # ≥ 2·bound − 1; the kernel's length is no longer
         kernel = _cpu_kernel_takes(x, dim, power_of_two)
@@ -125,6 +128,14 @@ def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale, outputs=Non
         else:
             out = _bluestein(x.movedim(dim, -2), n, m, inverse, outputs).movedim(-2, dim)
     return out if isinstance(scale, float) and scale == 1.0 else out * scale
+
+
+def _table_size(outputs) -> str:
+    """The direct form's DFT table, as its warning names it: all n bins (a complex transform), or a one-sided r2c's
+    n//2 + 1 (r2c_along's only other `outputs`)."""
+    if outputs is None:
+        return "[2n, 2n] DFT table (4·n² cos/sin in float64)"
+    return "[2n, 2·(n//2 + 1)] DFT table (about 2·n² cos/sin in float64)"
 
 
 def _model_frame() -> tuple[str, int, str, str] | None:
@@ -179,9 +190,14 @@ def _cpu_kernel_takes(x: torch.Tensor, dim: int, m: int) -> bool:
     return static.cpu_kernel_form(x.narrow(dim, 0, 1), dim, m, m, "c2c")
 
 
-def _first(chirp: torch.Tensor, outputs, n) -> torch.Tensor:
-    """The chirp's first `outputs` points: the chirp itself for all n (a c2c's), with no slice in the graph."""
-    return chirp if outputs is n else chirp.narrow(0, 0, outputs)
+def _count(outputs, n):
+    """How many bins `outputs` asks for: n where it is None (all of them)."""
+    return n if outputs is None else outputs
+
+
+def _first(chirp: torch.Tensor, outputs) -> torch.Tensor:
+    """The chirp's first `outputs` points: the chirp itself for all n (None), with no slice in the graph."""
+    return chirp if outputs is None else chirp.narrow(0, 0, outputs)
 
 
 def _bluestein_cpu_kernel(x: torch.Tensor, dim: int, n: torch.SymInt, m: int, inverse: bool,
@@ -195,7 +211,7 @@ def _bluestein_cpu_kernel(x: torch.Tensor, dim: int, n: torch.SymInt, m: int, in
     spectrum = torch.ops.aotcuda.fft_rows_cpu(padded, dim, m, m, "c2c", False, 1.0)
     convolved = torch.ops.aotcuda.fft_rows_cpu(spectrum, dim, m, m, "c2c", True, 1.0,
                                                weight=_along(spectrum_of_kernel, spectrum, dim))
-    return static.cmul(convolved.narrow(dim, 0, outputs), _along(_first(chirp, outputs, n), x, dim))
+    return static.cmul(convolved.narrow(dim, 0, _count(outputs, n)), _along(_first(chirp, outputs), x, dim))
 
 
 def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool, outputs) -> torch.Tensor:
@@ -205,13 +221,14 @@ def _bluestein(x: torch.Tensor, n: torch.SymInt, m: int, inverse: bool, outputs)
     chirp, spectrum_of_kernel = _tables(x, n, m, inverse)
     a = torch.constant_pad_nd(static.cmul(x, chirp), [0, 0, 0, m - n])
     spectrum = static.cmul(static.gemm_transform(a, padded, False, 1.0), spectrum_of_kernel)
-    return static.cmul(static.gemm_transform(spectrum, padded, True, 1.0).narrow(-2, 0, outputs),
-                       _first(chirp, outputs, n))
+    return static.cmul(static.gemm_transform(spectrum, padded, True, 1.0).narrow(-2, 0, _count(outputs, n)),
+                       _first(chirp, outputs))
 
 
 def r2c_along(x: torch.Tensor, dim: int, bins, scale) -> torch.Tensor:
     """The first `bins` DFT bins of real x along its dim `dim` (≥ 0, length n dynamic), where it is: a pair with
-    `bins` at `dim`. Where Bluestein runs in the CPU kernel, two real rows as one complex row (_two_rows_at_once).
+    `bins` at `dim`; `bins` is a one-sided r2c's n//2 + 1, or None for all n (a two-sided one's). Where Bluestein
+    runs in the CPU kernel, two real rows as one complex row (_two_rows_at_once).
 
     The bins are formed as they are (a [2n, 2·bins] table; Bluestein's length-m result cut to bins), not cut from
     all n bins: that cut is a view whose outer strides are 2n, and make_fx's metadata asks whether it is contiguous
@@ -276,8 +293,8 @@ def _two_rows_at_once(x: torch.Tensor, dim: int, scale, bins) -> torch.Tensor:
     mirrored = big_z.flip(dim).roll(1, dim)  # Z[(n − k) mod n]
     # The bins cut from the parts (views with a last stride of 2, never contiguous), not from the pair: a cut of the
     # pair asks whether 2n == 2·bins (r2c_along's docstring), a guard no call at n = 2 passes.
-    re, im, mre, mim = (part.narrow(dim, 0, bins) for part in (big_z[..., 0], big_z[..., 1],
-                                                               mirrored[..., 0], mirrored[..., 1]))
+    parts = (big_z[..., 0], big_z[..., 1], mirrored[..., 0], mirrored[..., 1])
+    re, im, mre, mim = parts if bins is None else (part.narrow(dim, 0, bins) for part in parts)
     first = torch.stack([re + mre, im - mim], -1) * 0.5  # (Z + conj Z[−k]) / 2
     second = torch.stack([im + mim, mre - re], -1) * 0.5  # (Z − conj Z[−k]) / 2i
     both = torch.stack([first, second], d + 1).flatten(d, d + 1)

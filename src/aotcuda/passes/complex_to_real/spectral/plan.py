@@ -244,8 +244,9 @@ lower on 2 cores. lower() expands that grad first, so torch's vectorized path ta
 nodes, 33 s in all (benchmarks/scripts/istft_lowering_time.py).
 A **dynamic transform length** works when its torch.export.Dim has a max N ≤ 2²¹
 (spectral/dynamic.py; a Dim without one is refused with a message that names the max to set):
-- **dynamic, N ≤ 64**: one DFT product whose [2n, 2n] table is built in the graph from n on every call
-  (integer t·k mod n, then cos/sin in float64): 8·n² flops a row plus 4·n² cos/sin a call. The table
+- **dynamic, N ≤ 64**: one DFT product whose table is built in the graph from n on every call
+  (integer t·k mod n, then cos/sin in float64): [2n, 2n], 8·n² flops a row plus 4·n² cos/sin a call; an
+  rfft's [2n, 2·(n//2 + 1)] (its bins only), about half of both. The table
   dominates: about 0.15 ms a transform at n = 64 on one CPU thread, ~20× eager's FFT (n = 16: ~2.5×);
   lower() warns for a max above 16. Called with few lengths, a program per static length is faster.
 - **dynamic, N > 64**: Bluestein at a static length m ≥ 2N − 1: per call the chirp (n points)

@@ -35,19 +35,18 @@ def _constant(key: tuple, make, dtype: torch.dtype, device: torch.device) -> tor
 
 
 def c2c_values(n, inverse: bool, device=None, outputs=None) -> torch.Tensor:
-    """[2n, 2·outputs] float64 matrix M (outputs = n unless given): an interleaved complex row x (length n) times M
+    """[2n, 2·outputs] float64 matrix M (outputs None: all n bins): an interleaved complex row x (length n) times M
     is its DFT's first `outputs` bins (an r2c's n//2 + 1 of a dynamic n are made so, not cut from all n:
     spectral/dynamic.py's r2c_along says why).
 
     Y_re = x_re·C − x_im·S, Y_im = x_re·S + x_im·C with C + iS = exp(∓2πi·t·k/n).
     """
-    outputs = n if outputs is None else outputs
     t = torch.arange(n, dtype=torch.int64, device=device)
-    k = t if outputs is n else torch.arange(outputs, dtype=torch.int64, device=device)
+    k = t if outputs is None else torch.arange(outputs, dtype=torch.int64, device=device)
     c, s = _exp((t[:, None] * k[None, :]) % n, n, 1.0 if inverse else -1.0)
     top = torch.stack([c, s], -1)  # rows from x_re: (re, im) of each output
     bottom = torch.stack([-s, c], -1)  # rows from x_im
-    return torch.stack([top, bottom], 1).reshape(2 * n, 2 * outputs)
+    return torch.stack([top, bottom], 1).reshape(2 * n, 2 * (n if outputs is None else outputs))
 
 
 def c2c_matrix(n: int, inverse: bool, scale: float, dtype, device) -> torch.Tensor:
