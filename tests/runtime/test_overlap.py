@@ -78,6 +78,56 @@ def test_elements_overlap_answers_as_counting_every_address_does():
         assert checks.elements_overlap(tensor) == (len(set(offsets)) < len(offsets)), (shape, strides)
 
 
+def test_elements_overlap_of_strides_up_to_a_trillion_answers_as_counting_every_address_does():
+    """elements_overlap (overlap42) on random layouts whose strides mix small ones (a mask of the span) with ones up to
+    10**12 (the span far past the elements: their offsets sorted), against the set of every offset; meta tensors, so
+    that no span is allocated."""
+    import itertools
+    import random
+
+    rng = random.Random(4242)
+    for _ in range(400):
+        rank = rng.randint(1, 4)
+        shape = tuple(rng.choice([1, 2, 3, 4]) for _ in range(rank))
+        strides = tuple(rng.choice([rng.randint(0, 7), rng.randint(0, 10**12)]) for _ in range(rank))
+        if rng.random() < 0.3 and rank > 1:  # one stride the sum of others: elements at one address, far apart
+            strides = strides[:-1] + (strides[0] * rng.randint(1, 3),)
+        tensor = torch.empty_strided(shape, strides, device="meta")
+        offsets = [sum(i * s for i, s in zip(index, strides)) for index in itertools.product(*map(range, shape))]
+        assert checks.elements_overlap(tensor) == (len(set(offsets)) < len(offsets)), (shape, strides)
+
+
+def test_elements_overlap_costs_memory_in_proportion_to_the_elements_not_the_span():
+    """Six elements strided over 2**31 bytes of a storage the caller had not touched: the check marked the span in a
+    mask and summed it into int64, 9 bytes a byte of the span: a raw RuntimeError from the allocator (17 GB), where
+    2**28 bytes took 4.6 s and 2.3 GB (overlap42, 2026-12-07). In a child, so that its peak memory is its own: both
+    answers (elements at one address, and apart) must cost almost nothing, and the overlap is an OutputError."""
+    code = textwrap.dedent("""
+        import resource, torch
+        from aotcuda.errors import OutputError
+        from aotcuda.runtime.checks import check_caller_outputs, elements_overlap
+        n = 2**30
+        storage = torch.empty(2 * n + 3, dtype=torch.uint8)  # untouched: address space, no resident memory
+        meets = storage.as_strided((3, 2), (n // 2, n))  # offsets 0, n/2, n, n, 3n/2, 2n
+        apart = storage.as_strided((3, 2), (n // 2 + 1, n))
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        try:
+            check_caller_outputs([meets], None, {}, torch.device("cpu"), 1)
+            refused = "ran"
+        except OutputError as error:
+            refused = "OutputError"
+        found = elements_overlap(meets), elements_overlap(apart)
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        print(refused, *found, grown // 1024)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert child.returncode == 0, child.stderr[-2000:]
+    refused, meets, apart, grown_mib = child.stdout.split()
+    assert (refused, meets, apart) == ("OutputError", "True", "False")
+    assert int(grown_mib) < 64, f"the check grew the process by {grown_mib} MiB"
+
+
 def test_a_few_columns_of_a_large_table_are_compared_without_a_mask_of_the_table():
     """Output buffers that are column blocks of one large table (a caller's preallocated results) share no
     element, but their byte ranges span the table: the check made a scratch mask of the table's size and filled it,

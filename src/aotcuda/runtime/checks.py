@@ -674,26 +674,43 @@ def elements_overlap(tensor: torch.Tensor) -> bool:
     """Whether two elements of ``tensor`` lie at one address, exactly. torch's own check answers "too hard" for every
     layout that is not dense but a stride of 0, so a buffer of ``as_strided((5, 4), (1, 1))`` passed it, and the copy
     of each result into it wrote over itself: execute() returned the caller's buffer holding no result, silently
-    (break42b, 2026-12-07). Strides that each pass the farthest offset of the smaller ones prove the elements apart at
-    once (every other column, a slice: ~2 us); any other layout has its offsets marked in a mask of the bytes it spans
-    (one byte an element of its span, which its storage holds already, and 8 bytes an element: 0.9 s for 16.8 million
-    elements, where sorting them took 2.9 s)."""
-    if tensor.numel() == 0:  # no element, none twice
-        return False
+    (break42b, 2026-12-07). The answer depends on the shape and strides alone (``_layout_overlaps``, cached)."""
+    return tensor.numel() != 0 and _layout_overlaps(tuple(tensor.shape), tuple(tensor.stride()))
+
+
+@functools.lru_cache(maxsize=256)
+def _layout_overlaps(shape: tuple, strides: tuple) -> bool:
+    """``elements_overlap`` of a non-empty layout, at a cost in proportion to its elements, never to its span (as
+    ``shares_memory``): a mask of the span took 9 bytes an element of it, 2.3 GB and 4.6 s for six elements strided
+    over 2**28 bytes, and a raw allocator error for 2**31 (overlap42, 2026-12-07). Strides that each pass the farthest
+    offset of the smaller ones prove the elements apart at once (every other column, a slice: ~2 us); more elements
+    than addresses in the span prove two at one address; otherwise the offsets are marked in a mask of the span where
+    it is at most 8 bytes an element (0.9 s for 16.8 million elements, where sorting them took 2.9 s), else sorted and
+    their neighbours compared."""
+    dims = sorted((stride, size) for size, stride in zip(shape, strides) if size > 1)
     reach = 0  # the farthest offset, in elements, that the dims of smaller strides reach
-    for stride, size in sorted((stride, size) for size, stride in zip(tensor.shape, tensor.stride()) if size > 1):
+    for stride, size in dims:
         if stride <= reach:
             break
         reach += (size - 1) * stride
     else:
         return False
+    numel = 1
+    for size in shape:
+        numel *= size
+    span = sum((size - 1) * stride for stride, size in dims) + 1
+    if numel > span:  # pigeonhole: more elements than addresses
+        return True
     offsets = torch.zeros((), dtype=torch.int64)
-    for size, stride in zip(tensor.shape, tensor.stride()):
+    for stride, size in dims:
         offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
-    mask = torch.zeros(sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride())) + 1,
-                       dtype=torch.bool)
-    mask[offsets.reshape(-1)] = True
-    return int(mask.sum()) < tensor.numel()
+    offsets = offsets.reshape(-1)
+    if span <= 8 * numel:  # a mask no larger than the offsets themselves
+        mask = torch.zeros(span, dtype=torch.bool)
+        mask[offsets] = True
+        return int(mask.count_nonzero()) < numel
+    ordered = offsets.sort().values
+    return bool((ordered[1:] == ordered[:-1]).any())
 
 
 def check_buffers_match(outputs, results) -> None:
