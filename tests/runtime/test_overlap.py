@@ -97,6 +97,22 @@ def test_elements_overlap_of_strides_up_to_a_trillion_answers_as_counting_every_
         assert checks.elements_overlap(tensor) == (len(set(offsets)) < len(offsets)), (shape, strides)
 
 
+def test_elements_overlap_keeps_its_scratch_on_the_cpu_whatever_the_default_device():
+    """Under torch.set_default_device("meta") the check's scratch tensors went to meta: a raw RuntimeError (.item() of
+    a meta tensor) for a CPU buffer of interleaved strides (overlap42, 2026-12-07); on CUDA a device sync."""
+    getattr(checks, "_layout_overlaps", None) and checks._layout_overlaps.cache_clear()  # an answer made on the CPU
+    torch.set_default_device("meta")
+    try:
+        apart = torch.empty(32, device="cpu").as_strided((5, 4), (4, 5))
+        meets = torch.empty(32, device="cpu").as_strided((4, 4), (2, 1))
+        # offsets sorted, no mask
+        far = torch.empty_strided((3, 2), (10**6 + 1, 2 * 10**6), dtype=torch.uint8, device="cpu")
+        found = checks.elements_overlap(apart), checks.elements_overlap(meets), checks.elements_overlap(far)
+    finally:
+        torch.set_default_device(None)
+    assert found == (False, True, False)
+
+
 def test_elements_overlap_costs_memory_in_proportion_to_the_elements_not_the_span():
     """Six elements strided over 2**31 bytes of a storage the caller had not touched: the check marked the span in a
     mask and summed it into int64, 9 bytes a byte of the span: a raw RuntimeError from the allocator (17 GB), where

@@ -686,7 +686,9 @@ def _layout_overlaps(shape: tuple, strides: tuple) -> bool:
     offset of the smaller ones prove the elements apart at once (every other column, a slice: ~2 us); more elements
     than addresses in the span prove two at one address; otherwise the offsets are marked in a mask of the span where
     it is at most 8 bytes an element (0.9 s for 16.8 million elements, where sorting them took 2.9 s), else sorted and
-    their neighbours compared."""
+    their neighbours compared. Its scratch tensors are made on the CPU whatever torch's default device is: under
+    ``torch.set_default_device("meta")`` the check was a raw RuntimeError, under ``torch.device("cuda")`` a device
+    sync."""
     dims = sorted((stride, size) for size, stride in zip(shape, strides) if size > 1)
     reach = 0  # the farthest offset, in elements, that the dims of smaller strides reach
     for stride, size in dims:
@@ -701,12 +703,12 @@ def _layout_overlaps(shape: tuple, strides: tuple) -> bool:
     span = sum((size - 1) * stride for stride, size in dims) + 1
     if numel > span:  # pigeonhole: more elements than addresses
         return True
-    offsets = torch.zeros((), dtype=torch.int64)
+    offsets = torch.zeros((), dtype=torch.int64, device="cpu")
     for stride, size in dims:
-        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64, device="cpu") * stride
     offsets = offsets.reshape(-1)
     if span <= 8 * numel:  # a mask no larger than the offsets themselves
-        mask = torch.zeros(span, dtype=torch.bool)
+        mask = torch.zeros(span, dtype=torch.bool, device="cpu")
         mask[offsets] = True
         return int(mask.count_nonzero()) < numel
     ordered = offsets.sort().values
