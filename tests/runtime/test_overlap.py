@@ -224,3 +224,24 @@ def test_interleaved_views_of_one_storage_are_accepted(program):
     rows = torch.zeros(15, 4)  # adjacent row blocks of one tensor
     program.execute([x], outputs=[rows[:5], rows[5:10], rows[10:]])
     torch.testing.assert_close(rows, torch.cat(_eager(x)))
+
+
+@pytest.mark.parametrize("changed_only", [False, True])
+def test_inputs_whose_elements_overlap_through_strides_are_not_copied_back_over_themselves(changed_only):
+    """copies_back skipped an input whose elements share memory only for a stride of 0: for a package that does not
+    say which inputs it writes, a written copy of ``as_strided((4, 4), (1, 1))`` was copied back over itself, each
+    element of the caller's memory left with whichever write came last (overlap42, 2026-12-07). It skips them by the
+    rule check_mutated_inputs refuses them by (``elements_overlap``); inputs whose elements lie apart are copied
+    back."""
+    storage = torch.randn(48)
+    kept = storage.clone()
+    overlapping = storage[:7].as_strided((4, 4), (1, 1))
+    apart = storage[8:].as_strided((5, 4), (4, 5))
+    copies = [overlapping.contiguous(), apart.contiguous()]
+    back = checks.copies_back([overlapping, apart], copies, [0, 1], changed_only=changed_only)
+    written = [torch.randn(4, 4), torch.randn(5, 4)]
+    for copy, value in zip(copies, written):
+        copy.copy_(value)  # what the program writes
+    list(back or ())
+    assert torch.equal(storage[:8], kept[:8])  # the overlapping input as it was, not a copy over itself
+    assert torch.equal(apart, written[1])

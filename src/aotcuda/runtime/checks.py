@@ -143,9 +143,11 @@ def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], ind
     it: a lazy ``map`` made before the run, which ``list(back)`` runs after it in one C call (None: nothing to
     copy). Made before, so that the finally of a call copies back with no Python call in between, where a signal's
     handler could raise first and leave the caller's tensor without the run's write. Inputs that no in-place op
-    could write (elements sharing memory, an inference tensor outside inference mode) are skipped:
-    check_mutated_inputs refuses those when the program is known to write them, so here they are inputs the
-    program only reads (packages that do not say).
+    could write (elements sharing memory, by a stride of 0 or by strides that overlap, ``elements_overlap``; an
+    inference tensor outside inference mode) are skipped: check_mutated_inputs refuses those, by the same rule, when
+    the program is known to write them, so here they are inputs the program only reads (packages that do not say;
+    one that did write such an input leaves the caller's memory as it was, where a copy back over itself left each
+    element with whichever write came last).
 
     ``changed_only``: for a package that does not say which inputs its program writes (``indices`` is then every
     input), copy back only a copy whose bits the run changed. An input it only reads is then never written: the copy
@@ -156,7 +158,8 @@ def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], ind
     targets, sources, before, after = [], [], [], []
     for index in indices:
         original, copy = originals[index], prepared[index]
-        if copy is original or torch._debug_has_internal_overlap(original) == 1 or (
+        overlap = torch._debug_has_internal_overlap(original)  # as check_mutated_inputs: 2 is "too hard", not "no"
+        if copy is original or overlap == 1 or (overlap == 2 and elements_overlap(original)) or (
                 original.is_inference() and not torch.is_inference_mode_enabled()):
             continue
         # detach(): the write of no_grad (a leaf that requires grad: eager refuses the write, check_mutated_inputs
