@@ -245,3 +245,15 @@ def test_inputs_whose_elements_overlap_through_strides_are_not_copied_back_over_
     list(back or ())
     assert torch.equal(storage[:8], kept[:8])  # the overlapping input as it was, not a copy over itself
     assert torch.equal(apart, written[1])
+
+
+@pytest.mark.parametrize("strides", [(0, 1), (1, 1)])
+def test_the_refusal_of_an_overlapping_written_input_says_what_eager_does_with_each_layout(strides):
+    """The message said "pass tensor.clone(), as eager refuses it too (a stride of 0)", which read as if eager refused
+    strides (1, 1) as well: it writes them, in an order of its own (overlap42, 2026-12-07)."""
+    from aotcuda.errors import InputError
+
+    cache = torch.zeros(20).as_strided((4, 4), strides)
+    with pytest.raises(InputError, match=r"elements share memory .* pass tensor\.clone\(\) \(eager refuses a stride "
+                                         r"of 0, and writes other overlapping strides in an order of its own\)$"):
+        checks.check_mutated_inputs([cache], frozenset({0}), None, ["cache"])

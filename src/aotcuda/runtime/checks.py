@@ -93,7 +93,8 @@ def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None
             raise InputError(f"{label} is written in place by the program, but its elements share memory (shape "
                              f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand() or as_strided()), "
                              "so what it holds after the write depends on the order of the writes; pass "
-                             "tensor.clone(), as eager refuses it too (a stride of 0)")
+                             "tensor.clone() (eager refuses a stride of 0, and writes other overlapping strides in "
+                             "an order of its own)")
         leaf = _grad_leaf(tensor)
         if leaf:
             raise InputError(f"{label} is written in place by the program, but it is {leaf} that requires "
