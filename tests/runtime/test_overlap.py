@@ -78,6 +78,72 @@ def test_elements_overlap_answers_as_counting_every_address_does():
         assert checks.elements_overlap(tensor) == (len(set(offsets)) < len(offsets)), (shape, strides)
 
 
+def test_elements_overlap_of_strides_up_to_a_trillion_answers_as_counting_every_address_does():
+    """elements_overlap (overlap42) on random layouts whose strides mix small ones (a mask of the span) with ones up to
+    10**12 (the span far past the elements: their offsets sorted), against the set of every offset; meta tensors, so
+    that no span is allocated."""
+    import itertools
+    import random
+
+    rng = random.Random(4242)
+    for _ in range(400):
+        rank = rng.randint(1, 4)
+        shape = tuple(rng.choice([1, 2, 3, 4]) for _ in range(rank))
+        strides = tuple(rng.choice([rng.randint(0, 7), rng.randint(0, 10**12)]) for _ in range(rank))
+        if rng.random() < 0.3 and rank > 1:  # one stride the sum of others: elements at one address, far apart
+            strides = strides[:-1] + (strides[0] * rng.randint(1, 3),)
+        tensor = torch.empty_strided(shape, strides, device="meta")
+        offsets = [sum(i * s for i, s in zip(index, strides)) for index in itertools.product(*map(range, shape))]
+        assert checks.elements_overlap(tensor) == (len(set(offsets)) < len(offsets)), (shape, strides)
+
+
+def test_elements_overlap_keeps_its_scratch_on_the_cpu_whatever_the_default_device():
+    """Under torch.set_default_device("meta") the check's scratch tensors went to meta: a raw RuntimeError (.item() of
+    a meta tensor) for a CPU buffer of interleaved strides (overlap42, 2026-12-07); on CUDA a device sync."""
+    getattr(checks, "_layout_overlaps", None) and checks._layout_overlaps.cache_clear()  # an answer made on the CPU
+    torch.set_default_device("meta")
+    try:
+        apart = torch.empty(32, device="cpu").as_strided((5, 4), (4, 5))
+        meets = torch.empty(32, device="cpu").as_strided((4, 4), (2, 1))
+        # offsets sorted, no mask
+        far = torch.empty_strided((3, 2), (10**6 + 1, 2 * 10**6), dtype=torch.uint8, device="cpu")
+        found = checks.elements_overlap(apart), checks.elements_overlap(meets), checks.elements_overlap(far)
+    finally:
+        torch.set_default_device(None)
+    assert found == (False, True, False)
+
+
+def test_elements_overlap_costs_memory_in_proportion_to_the_elements_not_the_span():
+    """Six elements strided over 2**31 bytes of a storage the caller had not touched: the check marked the span in a
+    mask and summed it into int64, 9 bytes a byte of the span: a raw RuntimeError from the allocator (17 GB), where
+    2**28 bytes took 4.6 s and 2.3 GB (overlap42, 2026-12-07). In a child, so that its peak memory is its own: both
+    answers (elements at one address, and apart) must cost almost nothing, and the overlap is an OutputError."""
+    code = textwrap.dedent("""
+        import resource, torch
+        from aotcuda.errors import OutputError
+        from aotcuda.runtime.checks import check_caller_outputs, elements_overlap
+        n = 2**30
+        storage = torch.empty(2 * n + 3, dtype=torch.uint8)  # untouched: address space, no resident memory
+        meets = storage.as_strided((3, 2), (n // 2, n))  # offsets 0, n/2, n, n, 3n/2, 2n
+        apart = storage.as_strided((3, 2), (n // 2 + 1, n))
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        try:
+            check_caller_outputs([meets], None, {}, torch.device("cpu"), 1)
+            refused = "ran"
+        except OutputError as error:
+            refused = "OutputError"
+        found = elements_overlap(meets), elements_overlap(apart)
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        print(refused, *found, grown // 1024)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert child.returncode == 0, child.stderr[-2000:]
+    refused, meets, apart, grown_mib = child.stdout.split()
+    assert (refused, meets, apart) == ("OutputError", "True", "False")
+    assert int(grown_mib) < 64, f"the check grew the process by {grown_mib} MiB"
+
+
 def test_a_few_columns_of_a_large_table_are_compared_without_a_mask_of_the_table():
     """Output buffers that are column blocks of one large table (a caller's preallocated results) share no
     element, but their byte ranges span the table: the check made a scratch mask of the table's size and filled it,
@@ -158,3 +224,36 @@ def test_interleaved_views_of_one_storage_are_accepted(program):
     rows = torch.zeros(15, 4)  # adjacent row blocks of one tensor
     program.execute([x], outputs=[rows[:5], rows[5:10], rows[10:]])
     torch.testing.assert_close(rows, torch.cat(_eager(x)))
+
+
+@pytest.mark.parametrize("changed_only", [False, True])
+def test_inputs_whose_elements_overlap_through_strides_are_not_copied_back_over_themselves(changed_only):
+    """copies_back skipped an input whose elements share memory only for a stride of 0: for a package that does not
+    say which inputs it writes, a written copy of ``as_strided((4, 4), (1, 1))`` was copied back over itself, each
+    element of the caller's memory left with whichever write came last (overlap42, 2026-12-07). It skips them by the
+    rule check_mutated_inputs refuses them by (``elements_overlap``); inputs whose elements lie apart are copied
+    back."""
+    storage = torch.randn(48)
+    kept = storage.clone()
+    overlapping = storage[:7].as_strided((4, 4), (1, 1))
+    apart = storage[8:].as_strided((5, 4), (4, 5))
+    copies = [overlapping.contiguous(), apart.contiguous()]
+    back = checks.copies_back([overlapping, apart], copies, [0, 1], changed_only=changed_only)
+    written = [torch.randn(4, 4), torch.randn(5, 4)]
+    for copy, value in zip(copies, written):
+        copy.copy_(value)  # what the program writes
+    list(back or ())
+    assert torch.equal(storage[:8], kept[:8])  # the overlapping input as it was, not a copy over itself
+    assert torch.equal(apart, written[1])
+
+
+@pytest.mark.parametrize("strides", [(0, 1), (1, 1)])
+def test_the_refusal_of_an_overlapping_written_input_says_what_eager_does_with_each_layout(strides):
+    """The message said "pass tensor.clone(), as eager refuses it too (a stride of 0)", which read as if eager refused
+    strides (1, 1) as well: it writes them, in an order of its own (overlap42, 2026-12-07)."""
+    from aotcuda.errors import InputError
+
+    cache = torch.zeros(20).as_strided((4, 4), strides)
+    with pytest.raises(InputError, match=r"elements share memory .* pass tensor\.clone\(\) \(eager refuses a stride "
+                                         r"of 0, and writes other overlapping strides in an order of its own\)$"):
+        checks.check_mutated_inputs([cache], frozenset({0}), None, ["cache"])

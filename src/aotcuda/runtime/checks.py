@@ -93,7 +93,8 @@ def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None
             raise InputError(f"{label} is written in place by the program, but its elements share memory (shape "
                              f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand() or as_strided()), "
                              "so what it holds after the write depends on the order of the writes; pass "
-                             "tensor.clone(), as eager refuses it too (a stride of 0)")
+                             "tensor.clone() (eager refuses a stride of 0, and writes other overlapping strides in "
+                             "an order of its own)")
         leaf = _grad_leaf(tensor)
         if leaf:
             raise InputError(f"{label} is written in place by the program, but it is {leaf} that requires "
@@ -143,9 +144,11 @@ def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], ind
     it: a lazy ``map`` made before the run, which ``list(back)`` runs after it in one C call (None: nothing to
     copy). Made before, so that the finally of a call copies back with no Python call in between, where a signal's
     handler could raise first and leave the caller's tensor without the run's write. Inputs that no in-place op
-    could write (elements sharing memory, an inference tensor outside inference mode) are skipped:
-    check_mutated_inputs refuses those when the program is known to write them, so here they are inputs the
-    program only reads (packages that do not say).
+    could write (elements sharing memory, by a stride of 0 or by strides that overlap, ``elements_overlap``; an
+    inference tensor outside inference mode) are skipped: check_mutated_inputs refuses those, by the same rule, when
+    the program is known to write them, so here they are inputs the program only reads (packages that do not say;
+    one that did write such an input leaves the caller's memory as it was, where a copy back over itself left each
+    element with whichever write came last).
 
     ``changed_only``: for a package that does not say which inputs its program writes (``indices`` is then every
     input), copy back only a copy whose bits the run changed. An input it only reads is then never written: the copy
@@ -156,7 +159,8 @@ def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], ind
     targets, sources, before, after = [], [], [], []
     for index in indices:
         original, copy = originals[index], prepared[index]
-        if copy is original or torch._debug_has_internal_overlap(original) == 1 or (
+        overlap = torch._debug_has_internal_overlap(original)  # as check_mutated_inputs: 2 is "too hard", not "no"
+        if copy is original or overlap == 1 or (overlap == 2 and elements_overlap(original)) or (
                 original.is_inference() and not torch.is_inference_mode_enabled()):
             continue
         # detach(): the write of no_grad (a leaf that requires grad: eager refuses the write, check_mutated_inputs
@@ -674,26 +678,45 @@ def elements_overlap(tensor: torch.Tensor) -> bool:
     """Whether two elements of ``tensor`` lie at one address, exactly. torch's own check answers "too hard" for every
     layout that is not dense but a stride of 0, so a buffer of ``as_strided((5, 4), (1, 1))`` passed it, and the copy
     of each result into it wrote over itself: execute() returned the caller's buffer holding no result, silently
-    (break42b, 2026-12-07). Strides that each pass the farthest offset of the smaller ones prove the elements apart at
-    once (every other column, a slice: ~2 us); any other layout has its offsets marked in a mask of the bytes it spans
-    (one byte an element of its span, which its storage holds already, and 8 bytes an element: 0.9 s for 16.8 million
-    elements, where sorting them took 2.9 s)."""
-    if tensor.numel() == 0:  # no element, none twice
-        return False
+    (break42b, 2026-12-07). The answer depends on the shape and strides alone (``_layout_overlaps``, cached)."""
+    return tensor.numel() != 0 and _layout_overlaps(tuple(tensor.shape), tuple(tensor.stride()))
+
+
+@functools.lru_cache(maxsize=256)
+def _layout_overlaps(shape: tuple, strides: tuple) -> bool:
+    """``elements_overlap`` of a non-empty layout, at a cost in proportion to its elements, never to its span (as
+    ``shares_memory``): a mask of the span took 9 bytes an element of it, 2.3 GB and 4.6 s for six elements strided
+    over 2**28 bytes, and a raw allocator error for 2**31 (overlap42, 2026-12-07). Strides that each pass the farthest
+    offset of the smaller ones prove the elements apart at once (every other column, a slice: ~2 us); more elements
+    than addresses in the span prove two at one address; otherwise the offsets are marked in a mask of the span where
+    it is at most 8 bytes an element (0.9 s for 16.8 million elements, where sorting them took 2.9 s), else sorted and
+    their neighbours compared. Its scratch tensors are made on the CPU whatever torch's default device is: under
+    ``torch.set_default_device("meta")`` the check was a raw RuntimeError, under ``torch.device("cuda")`` a device
+    sync."""
+    dims = sorted((stride, size) for size, stride in zip(shape, strides) if size > 1)
     reach = 0  # the farthest offset, in elements, that the dims of smaller strides reach
-    for stride, size in sorted((stride, size) for size, stride in zip(tensor.shape, tensor.stride()) if size > 1):
+    for stride, size in dims:
         if stride <= reach:
             break
         reach += (size - 1) * stride
     else:
         return False
-    offsets = torch.zeros((), dtype=torch.int64)
-    for size, stride in zip(tensor.shape, tensor.stride()):
-        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64) * stride
-    mask = torch.zeros(sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride())) + 1,
-                       dtype=torch.bool)
-    mask[offsets.reshape(-1)] = True
-    return int(mask.sum()) < tensor.numel()
+    numel = 1
+    for size in shape:
+        numel *= size
+    span = sum((size - 1) * stride for stride, size in dims) + 1
+    if numel > span:  # pigeonhole: more elements than addresses
+        return True
+    offsets = torch.zeros((), dtype=torch.int64, device="cpu")
+    for stride, size in dims:
+        offsets = offsets.unsqueeze(-1) + torch.arange(size, dtype=torch.int64, device="cpu") * stride
+    offsets = offsets.reshape(-1)
+    if span <= 8 * numel:  # a mask no larger than the offsets themselves
+        mask = torch.zeros(span, dtype=torch.bool, device="cpu")
+        mask[offsets] = True
+        return int(mask.count_nonzero()) < numel
+    ordered = offsets.sort().values
+    return bool((ordered[1:] == ordered[:-1]).any())
 
 
 def check_buffers_match(outputs, results) -> None:
