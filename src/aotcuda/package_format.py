@@ -794,9 +794,9 @@ def _bounded(bits: int) -> int:
 
 
 def check_signature_expressions(signature: dict, entry: str, path: str, read=parse_shape_expression) -> None:
-    """Refuse (PackageError naming the package, the entry and the field) every symbolic dim, every
-    expression bound of an input's ``index_ranges`` and every ``data_dependent_sizes[].expr`` of the signature whose expression ``read`` refuses (ShapeExpressionError): by default the grammar (module
-    docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0)).
+    """Refuse (PackageError naming the package, the entry and the field) every symbolic dim, every expression bound
+    of an input's ``index_ranges`` and every ``data_dependent_sizes[].expr`` of the signature whose expression
+    ``read`` refuses (ShapeExpressionError): by default the grammar (module docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0)).
     Every name of the signature is checked first, and refused as its own check says (``dim_names`` keys and values,
     ``forward_arg_names``, inputs' and outputs' names, forward's parameter names and the other records' names:
     ``check_dim_names`` ... ``check_recorded_names``, each through ``check_names``: bounded, printable)."""
@@ -832,8 +832,9 @@ def check_signature_expressions(signature: dict, entry: str, path: str, read=par
 
 
 def _name_of(spec: dict) -> str:
-    """A tensor's name as a refusal of its expression quotes it: its repr, cut to 80 characters (the name is bounded
-    to 1,024 by check_tensor_names before the expressions are read; a refusal names its place, not the whole name)."""
+    """A tensor's name as a refusal of its expression quotes it: its repr, cut to 80 characters (a name that is a str
+    is bounded to 1,024 by check_tensor_names before the expressions are read; one that is not, which that check
+    leaves to specs_from_signature, is bounded only by this cut)."""
     return clipped(repr(spec.get("name")), 80)
 
 

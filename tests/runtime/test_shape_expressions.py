@@ -498,23 +498,30 @@ def test_load_refuses_a_package_whose_data_dependent_size_is_hostile(twice_pt2, 
         load(path)
 
 
+NAMES_CUT = {"1000 characters": ("x" * 1_000, r"\('xxx.*\(1002 characters\)\)"),
+             "a list of 1,000,000 characters": (["\x1b[2J" + "x" * 1_000_000], r"\(\['\\x1b\[2Jxxx.*characters\)\)"),
+             "a dict holding escapes": ({"a": "\x1b[2J" * 1_000}, r"\(\{'a': '\\x1b\[2J.*characters\)\)")}
+
+
+@pytest.mark.parametrize("name", list(NAMES_CUT))
 @pytest.mark.parametrize("where", ["shape", "index_ranges"])
-def test_a_refused_expression_quotes_its_tensors_name_cut(where):
+def test_a_refused_expression_quotes_its_tensors_name_cut(where, name):
     """(small42) The refusal of a tensor's expression quoted the tensor's name whole: a forged 1,000,000-character
-    name made a 1,000,233-character PackageError. Names are now checked first (the test below), and a name within
-    their bound of 1,024 characters is quoted cut to 80."""
+    name made a 1,000,233-character PackageError. Names that are strings are now checked first (the test below);
+    one within their bound of 1,024 characters, or a name that is no string (which that check leaves to
+    specs_from_signature), is quoted cut to 80."""
     from aotcuda.package_format import SIGNATURE_FORMAT, parse_signature
 
-    spec = {"name": "x" * 1_000, "dtype": "int64", "shape": [4], "strides": [1]}
+    value, quoted = NAMES_CUT[name]
+    spec = {"name": value, "dtype": "int64", "shape": [4], "strides": [1]}
     if where == "shape":
         spec["shape"] = [{"expr": "s0**99", "min": 1, "max": 4}]
     else:
         spec["index_ranges"] = [{"min": 0, "max": {"expr": "s0**99"}, "reason": "x"}]
     signature = {"format": SIGNATURE_FORMAT, "version": 2, "inputs": [spec], "outputs": []}
-    with pytest.raises(PackageError, match=r"inputs\[0\] \('xxx.*\(1002 characters\)\) .*is not a shape "
-                                           r"expression") as caught:
+    with pytest.raises(PackageError, match=rf"inputs\[0\] {quoted} .*is not a shape expression") as caught:
         parse_signature(json.dumps(signature).encode(), "aotcuda/signature.json", "x.pt2")
-    assert len(str(caught.value)) < 500
+    assert len(str(caught.value)) < 500 and "\x1b" not in str(caught.value)
 
 
 @pytest.mark.parametrize("kind", ["inputs", "outputs"])

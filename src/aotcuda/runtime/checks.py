@@ -87,9 +87,8 @@ def check_mutated_inputs(tensors, mutated: frozenset[int], specs, names) -> None
     writes, the generated code's on its fusion)."""
     for index in sorted(mutated):
         tensor, label = tensors[index], _label(specs, names, index)
-        # 2, "too hard": eager writes such a one element by element, the program a copy, copied back over itself
-        overlap = torch._debug_has_internal_overlap(tensor)
-        if overlap == 1 or (overlap == 2 and elements_overlap(tensor)):
+        # eager writes such a one element by element, the program a copy, copied back over itself
+        if shares_own_elements(tensor):
             raise InputError(f"{label} is written in place by the program, but its elements share memory (shape "
                              f"{tuple(tensor.shape)}, strides {tensor.stride()}, e.g. from expand() or as_strided()), "
                              "so what it holds after the write depends on the order of the writes; pass "
@@ -159,8 +158,7 @@ def copies_back(originals: list[torch.Tensor], prepared: list[torch.Tensor], ind
     targets, sources, before, after = [], [], [], []
     for index in indices:
         original, copy = originals[index], prepared[index]
-        overlap = torch._debug_has_internal_overlap(original)  # as check_mutated_inputs: 2 is "too hard", not "no"
-        if copy is original or overlap == 1 or (overlap == 2 and elements_overlap(original)) or (
+        if copy is original or shares_own_elements(original) or (  # the rule check_mutated_inputs refuses by
                 original.is_inference() and not torch.is_inference_mode_enabled()):
             continue
         # detach(): the write of no_grad (a leaf that requires grad: eager refuses the write, check_mutated_inputs
@@ -667,11 +665,18 @@ def _check_buffer_writable(out: torch.Tensor, index: int) -> None:
     if out.is_inference() and not torch.is_inference_mode_enabled():
         raise OutputError(f"output buffer #{index} is an inference tensor and inference mode is off, so it cannot "
                           "be written in place; call under torch.inference_mode(), or allocate the buffer outside it")
-    overlap = torch._debug_has_internal_overlap(out)  # 1: MemOverlap::Yes (a stride of 0), 2: TooHard (not dense)
-    if overlap == 1 or (overlap == 2 and elements_overlap(out)):
+    if shares_own_elements(out):
         raise OutputError(f"output buffer #{index} has elements that share memory (shape {tuple(out.shape)}, "
                           f"strides {out.stride()}, e.g. from expand() or as_strided()): each result copied into it "
                           "would overwrite its own elements; pass a buffer of its own, e.g. torch.empty")
+
+
+def shares_own_elements(tensor: torch.Tensor) -> bool:
+    """Whether two elements of ``tensor`` share memory: torch's own check answers 1 (MemOverlap::Yes, a stride of 0)
+    or 2 (TooHard: not dense, where elements_overlap decides exactly). The one rule for output buffers, inputs written
+    in place, and the inputs copies_back leaves."""
+    overlap = torch._debug_has_internal_overlap(tensor)
+    return overlap == 1 or (overlap == 2 and elements_overlap(tensor))
 
 
 def elements_overlap(tensor: torch.Tensor) -> bool:

@@ -58,7 +58,7 @@ CASES = {
     "batch_dims_both_sides": (Rfft(1), (3, 80, 4), {1: Dim("n", min=2, max=200)}, [200, 131, 65, 2], [], (3, 2)),
     "dynamic_and_static_batch_dims": (FftOfReal(), (5, 4, 80),
                                       {0: Dim("b", min=1, max=16), 2: Dim("n", min=2, max=100)},
-                                      [100, 67, 9], [1, 7], (None, 2)),
+                                      [100, 67, 9, 2], [1, 7], (None, 2)),
     "only_a_dynamic_batch_dim": (FftOfReal(), (4, 80), {0: Dim("b", min=1, max=16), 1: Dim("n", min=2, max=100)},
                                  [100, 33], [1, 2, 3], (None,)),
     "no_batch_dim": (FftOfReal(), (80,), {0: Dim("n", min=2, max=100)}, [100, 77], [], ()),

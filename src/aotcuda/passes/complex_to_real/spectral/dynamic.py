@@ -277,8 +277,8 @@ def _pairing_dim(x: torch.Tensor, dim: int) -> int | None:
 
 
 def _two_rows_at_once(x: torch.Tensor, dim: int, scale, bins) -> torch.Tensor:
-    """The first `bins` bins of transform_along of real x as a pair (x, 0), from half the complex transforms: rows x1, x2 (neighbours along
-    a batch dim) as one complex row z = x1 + i·x2, whose DFT Z splits by symmetry into X1[k] = (Z[k] + conj Z[−k])/2
+    """The first `bins` bins (all n where None) of transform_along of real x as a pair (x, 0), from half the complex
+    transforms: rows x1, x2 (neighbours along a batch dim) as one complex row z = x1 + i·x2, whose DFT Z splits by symmetry into X1[k] = (Z[k] + conj Z[−k])/2
     and X2[k] = (Z[k] − conj Z[−k])/2i (index mod n; the kernel's `packed` for an odd static length, fft_cpu.py).
     Why: a dynamic length's Bluestein runs two length-m transforms of (x, 0) a row, m ≥ 2·bound − 1, and their
     chirp multiplies, where the library runs one real transform of the call's length; packing halves all of that
