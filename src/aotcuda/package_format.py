@@ -796,7 +796,8 @@ def _bounded(bits: int) -> int:
 def check_signature_expressions(signature: dict, entry: str, path: str, read=parse_shape_expression) -> None:
     """Refuse (PackageError naming the package, the entry and the field) every symbolic dim, every expression bound
     of an input's ``index_ranges`` and every ``data_dependent_sizes[].expr`` of the signature whose expression
-    ``read`` refuses (ShapeExpressionError): by default the grammar (module docstring); the runtime passes its reader, which also refuses what torch cannot build (FloorDiv(s0, 0)).
+    ``read`` refuses (ShapeExpressionError): by default the grammar (module docstring); the runtime passes its
+    reader, which also refuses what torch cannot build (FloorDiv(s0, 0)).
     Every name of the signature is checked first, and refused as its own check says (``dim_names`` keys and values,
     ``forward_arg_names``, inputs' and outputs' names, forward's parameter names and the other records' names:
     ``check_dim_names`` ... ``check_recorded_names``, each through ``check_names``: bounded, printable)."""
