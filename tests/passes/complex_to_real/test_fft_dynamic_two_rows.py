@@ -10,6 +10,7 @@ error here is 1–3e-7 at every length tried, flat in the length)."""
 import pytest
 import torch
 
+from aotcuda.kernels import fft_cpu  # noqa: F401  (registers aotcuda::fft_rows_cpu, which _kernel_batches names)
 from aotcuda.passes import ReplaceComplexWithRealPass
 
 from .helpers import assert_no_complex, export
