@@ -37,13 +37,14 @@ from aotcuda.passes.complex_to_real.scan import innermost_frame
 from aotcuda.passes.complex_to_real.symbols import lowest_value
 from aotcuda.passes.complex_to_real.spectral import tables
 from aotcuda.passes.complex_to_real.spectral import transform as static
-from aotcuda.passes.complex_to_real.spectral.plan import MAX_DIRECT, cpu_bluestein_length, plan
+from aotcuda.passes.complex_to_real.spectral.plan import (MAX_DIRECT, bluestein_power_of_two, cpu_bluestein_length,
+                                                             plan)
 
 # The largest Dim max a dynamic length may have: its Bluestein length m is ≤ 2²² (a 4 M-point transform).
 MAX_DYNAMIC_BOUND = 1 << 21
 # The largest Dim max of the direct form that lower() does not warn about. Its table, [2n, 2n] cos/sin in float64
-# ([2n, 2·(n//2 + 1)] for a one-sided r2c), is built on every call: the eighth new user's rfft, irfft and fft of one dynamic length (max 64), one CPU thread,
-# least of 300 calls on a loaded 2-core machine, eager in brackets: n = 8 34 µs (21), 16 55 (21), 33 152 (24),
+# ([2n, 2·(n//2 + 1)] for a one-sided r2c), is built on every call: the eighth new user's rfft, irfft and fft of one
+# dynamic length (max 64), one CPU thread, least of 300 calls on a loaded 2-core machine, eager in brackets: n = 8 34 µs (21), 16 55 (21), 33 152 (24),
 # 64 493 (23), about 0.15 ms a transform at 64 and growing as n²; a batch of 8 rows added 25 µs; the same program
 # lowered for the static length 64 took 15 µs. Before, only a max above 64 (Bluestein) warned, and the user found
 # the 20× by timing.
@@ -114,7 +115,7 @@ def transform_along(x: torch.Tensor, dim: int, inverse: bool, scale, outputs=Non
         moved = x.movedim(dim, -2)
         out = torch.matmul(moved.flatten(-2), matrix).unflatten(-1, (_count(outputs, n), 2)).movedim(-2, dim)
     else:
-        power_of_two = 1 << (2 * bound - 2).bit_length()  # ≥ 2·bound − 1; the kernel's length is no longer
+        power_of_two = bluestein_power_of_two(bound)  # the kernel's length is no longer
         kernel = _cpu_kernel_takes(x, dim, power_of_two)
         m = cpu_bluestein_length(bound) if kernel else power_of_two
         _warn_at_model_line(f"aotcuda: an FFT of dynamic length ({n}, at most {bound}){_at_model_line()} costs on "
@@ -248,8 +249,7 @@ def _packs_two_rows(x: torch.Tensor, dim: int) -> bool:
     bound = upper_bound(x.shape[dim])
     if bound is None or bound <= MAX_DIRECT or _pairing_dim(x, dim) is None or not _fills_more_blocks(x, dim):
         return False
-    power_of_two = 1 << (2 * bound - 2).bit_length()
-    return _cpu_kernel_takes(real_as_pair(x).t, dim, power_of_two)
+    return _cpu_kernel_takes(real_as_pair(x).t, dim, bluestein_power_of_two(bound))
 
 
 def _fills_more_blocks(x: torch.Tensor, dim: int) -> bool:
@@ -276,19 +276,26 @@ def _pairing_dim(x: torch.Tensor, dim: int) -> int | None:
     return (even or static or [None])[-1]
 
 
+def _in_pairs(t: torch.Tensor, d: int) -> torch.Tensor:
+    """t with its rows along dim d (static) taken two at a time: [..., (rows + 1) // 2, 2, ...] at d, an odd count
+    padded by one zero row (_pairing_dim's choice)."""
+    rows = t.shape[d]
+    if rows % 2:
+        t = torch.constant_pad_nd(t, [0, 0] * (t.dim() - 1 - d) + [0, 1])
+    return t.unflatten(d, ((rows + 1) // 2, 2))
+
+
 def _two_rows_at_once(x: torch.Tensor, dim: int, scale, bins) -> torch.Tensor:
     """The first `bins` bins (all n where None) of transform_along of real x as a pair (x, 0), from half the complex
-    transforms: rows x1, x2 (neighbours along a batch dim) as one complex row z = x1 + i·x2, whose DFT Z splits by symmetry into X1[k] = (Z[k] + conj Z[−k])/2
-    and X2[k] = (Z[k] − conj Z[−k])/2i (index mod n; the kernel's `packed` for an odd static length, fft_cpu.py).
+    transforms: rows x1, x2 (neighbours along a batch dim) as one complex row z = x1 + i·x2, whose DFT Z splits by
+    symmetry into X1[k] = (Z[k] + conj Z[−k])/2 and X2[k] = (Z[k] − conj Z[−k])/2i (index mod n; the kernel's
+    `packed` for an odd static length, fft_cpu.py).
     Why: a dynamic length's Bluestein runs two length-m transforms of (x, 0) a row, m ≥ 2·bound − 1, and their
     chirp multiplies, where the library runs one real transform of the call's length; packing halves all of that
     (docs/performance.md, fftrows42: 'two real rows as one complex row')."""
     d = _pairing_dim(x, dim)
     rows = x.shape[d]
-    half = (rows + 1) // 2
-    if rows % 2:
-        x = torch.constant_pad_nd(x, [0, 0] * (x.dim() - 1 - d) + [0, 1])
-    z = x.unflatten(d, (half, 2)).movedim(d + 1, -1)  # a pair view: row 2j the real part, row 2j + 1 the imaginary
+    z = _in_pairs(x, d).movedim(d + 1, -1)  # a pair view: row 2j the real part, row 2j + 1 the imaginary
     big_z = transform_along(z, dim, False, scale)  # z keeps x's dims: `dim` is where it was
     mirrored = big_z.flip(dim).roll(1, dim)  # Z[(n − k) mod n]
     # The bins cut from the parts (views with a last stride of 2, never contiguous), not from the pair: a cut of the
@@ -323,9 +330,7 @@ def _two_spectra_at_once(spectrum: torch.Tensor, scale) -> torch.Tensor:
     spectrum = torch.stack([spectrum[..., 0], spectrum[..., 1] * kept], -1)
     d = _pairing_dim(spectrum[..., 0], dim)
     rows = spectrum.shape[d]
-    if rows % 2:
-        spectrum = torch.constant_pad_nd(spectrum, [0, 0] * (spectrum.dim() - 1 - d) + [0, 1])
-    pairs = spectrum.unflatten(d, ((rows + 1) // 2, 2))
+    pairs = _in_pairs(spectrum, d)
     first, second = pairs.select(d + 1, 0), pairs.select(d + 1, 1)
     joined = torch.stack([first[..., 0] - second[..., 1], first[..., 1] + second[..., 0]], -1)  # X1 + i·X2
     signals = transform(joined, True, scale)  # [..., half at d, ..., n, 2]: (x1, x2) in each pair

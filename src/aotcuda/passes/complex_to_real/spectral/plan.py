@@ -57,6 +57,12 @@ def _radix(n: int) -> int | None:
     return min(divisors, key=lambda d: (abs(math.log(d / root)), -d))
 
 
+def bluestein_power_of_two(n: int) -> int:
+    """Bluestein's convolution length for a length-n transform in the GEMM, Stockham and CUDA forms: the least power
+    of two ≥ 2n − 1 (the linear convolution of the chirp's 2n − 1 points fits without wrapping)."""
+    return 1 << (2 * n - 2).bit_length()
+
+
 def plan(n: int) -> Plan:
     """The plan of a length-n complex DFT (n ≥ 1, static)."""
     if n <= MAX_DIRECT:
@@ -66,7 +72,7 @@ def plan(n: int) -> Plan:
         return Plan(n, "split", first=radix, rest=plan(n // radix))
     if n <= MAX_DIRECT_PRIME:
         return Plan(n, "direct")
-    return Plan(n, "bluestein", padded=plan(1 << (2 * n - 2).bit_length()))
+    return Plan(n, "bluestein", padded=plan(bluestein_power_of_two(n)))
 
 
 # The CPU form (stockham.py): radix stages of these sizes, 4 first; any other prime factor → Bluestein.
@@ -111,7 +117,7 @@ def cpu_flops(n: int) -> int:
     power-of-two transforms and three chirp products."""
     radices = cpu_radices(n)
     if radices is None:
-        m = 1 << (2 * n - 2).bit_length()
+        m = bluestein_power_of_two(n)
         return 2 * cpu_flops(m) + 6 * (2 * n + m)
     return sum(_stage_flops(r, n, i == len(radices) - 1) for i, r in enumerate(radices))
 
@@ -124,7 +130,7 @@ def cpu_bluestein_length(n: int) -> int:
     def cost(m: int) -> int:
         return cpu_flops(m) + 4 * m * len(cpu_radices(m))
 
-    candidates = [m for m in range(2 * n - 1, (1 << (2 * n - 2).bit_length()) + 1)
+    candidates = [m for m in range(2 * n - 1, bluestein_power_of_two(n) + 1)
                   if (r := cpu_radices(m)) is not None and max(r, default=2) <= 5]
     return min(candidates, key=lambda m: (cost(m), m))
 
@@ -133,7 +139,7 @@ def cpu_describe(n: int) -> str:
     """The CPU form's stages of a length-n c2c transform, as cost_table and benchmarks/fft.py show them."""
     radices = cpu_radices(n)
     if radices is None:
-        return f"bluestein({n} via {'·'.join(map(str, cpu_radices(1 << (2 * n - 2).bit_length())))})"
+        return f"bluestein({n} via {'·'.join(map(str, cpu_radices(bluestein_power_of_two(n))))})"
     return "·".join(map(str, radices))
 
 

@@ -33,7 +33,7 @@ import torch
 
 from aotcuda.passes.complex_to_real.pair import real_as_pair
 from aotcuda.passes.complex_to_real.spectral import tables
-from aotcuda.passes.complex_to_real.spectral.plan import cpu_radices
+from aotcuda.passes.complex_to_real.spectral.plan import bluestein_power_of_two, cpu_radices
 
 Planes = tuple[torch.Tensor, torch.Tensor]
 
@@ -140,7 +140,7 @@ def _stage(re: torch.Tensor, im: torch.Tensor, r: int, inverse: bool) -> Planes:
 def _bluestein(re: torch.Tensor, im: torch.Tensor, inverse: bool) -> Planes:
     """X = c·IDFT_m(DFT_m(c·x)·B) on planes [n, B], m the power of two ≥ 2n − 1 (transform.py's math)."""
     n = re.shape[0]
-    m = 1 << (2 * n - 2).bit_length()
+    m = bluestein_power_of_two(n)
     c = tables.chirp(n, inverse, re.dtype, re.device)
     cr, ci = c[:, 0, None], c[:, 1, None]
     ar, ai = re * cr - im * ci, re * ci + im * cr
