@@ -48,6 +48,12 @@ def terminal_safe(text) -> str:
                    char.encode("unicode_escape").decode("ascii") for char in str(text))
 
 
+def terminal_clipped(text, limit: int) -> str:
+    """Outside text as a message or a log quotes it: cut to ``limit`` characters (``clipped``), then escaped
+    (``terminal_safe``)."""
+    return terminal_safe(clipped(text, limit))
+
+
 def one_line(text) -> str:
     """Outside text (a package's) as one line of a message: every run of whitespace, newlines and other line
     breaks included, one space (an error prints a line per newline: the text's own would print a line of its

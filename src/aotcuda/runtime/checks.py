@@ -20,7 +20,7 @@ import re
 
 import torch
 
-from aotcuda.errors import Advice, InputError, OutputError, PackageError, clipped, terminal_safe
+from aotcuda.errors import Advice, InputError, OutputError, PackageError, clipped, terminal_clipped, terminal_safe
 from aotcuda.runtime.devices import available_bytes
 from aotcuda.runtime.dtype_fixes import dtype_fix
 from aotcuda.runtime.shape_expressions import EVALUATION_ERRORS, evaluate_expression, shape_expression
@@ -732,7 +732,7 @@ def check_buffers_match(outputs, results) -> None:
 
 
 def _check_buffer(out, index: int, dtype, shape: list, name: str) -> None:
-    name = terminal_safe(clipped(name, 80))  # the package's output name, quoted in the messages (break41: raw before)
+    name = terminal_clipped(name, 80)  # the package's output name, quoted in the messages (break41: raw before)
     if out.dtype != dtype:
         raise OutputError(f"output buffer #{index} ({name}) has dtype {out.dtype}, but the output is {dtype}; "
                           f"allocate it with dtype={dtype}")

@@ -45,8 +45,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from aotcuda import standard_descriptors, switches
-from aotcuda.errors import (Advice, InputError, OutputError, PackageError, RuntimeCallError, clipped, quoted,
-                            terminal_safe)
+from aotcuda.errors import (Advice, InputError, OutputError, PackageError, RuntimeCallError, quoted,
+                            terminal_clipped)
 from aotcuda.package_tags import signing_key as signing_key_of
 from aotcuda.runtime import ownership
 from aotcuda.runtime.accepted import AcceptedSignatures
@@ -627,8 +627,8 @@ class Program:
         if "index out of bounds" not in str(error) or not self.index_unchecked:
             return
         # the package's lines, cut and escaped: a traceback prints a note as it is (break41)
-        lines = terminal_safe(clipped("; ".join(str(line) for entries in self.index_unchecked.values()
-                                                for line in entries[:1]), 600))
+        lines = terminal_clipped("; ".join(str(line) for entries in self.index_unchecked.values()
+                                           for line in entries[:1]), 600)
         error.add_note(f"Likely cause: the values of {', '.join(map(repr, self.index_unchecked))} reach an index "
                        f"that lowering could not bound, so nothing checked them before the call: {lines}. "
                        "Eager refuses such values too (an IndexError); pass values that index within the sizes "

@@ -30,7 +30,7 @@ import warnings
 
 import torch.utils._pytree as pytree
 
-from aotcuda.errors import PackageError, clipped, terminal_safe
+from aotcuda.errors import PackageError, terminal_clipped
 from aotcuda.runtime import named_tuples  # noqa: F401 - registers the stored namedtuple node type before a spec is read
 from aotcuda.package_format import check_json_bounds, load_json
 
@@ -95,7 +95,7 @@ def load_spec(text: str, recorded: list[dict] | None, package_path: str, what: s
                           for name in still_missing)
     # the library's type names are outside text (a forged spec's name held ESC sequences and 100,000 characters):
     # escaped and cut, as other quoted package text
-    described = terminal_safe(clipped(described, MAX_QUOTED_TYPES))
+    described = terminal_clipped(described, MAX_QUOTED_TYPES)
     warnings.warn(
         f"{package_path}: its {what} use container types this process has not registered with torch's pytree "
         f"({described}). They come back plain: a container with named fields as a dict {{field: value}}, any other "
@@ -152,11 +152,11 @@ def _unfound_enums_plain(text: str, package_path: str, what: str) -> str:
     converted = json.dumps([protocol, convert(root)])
     if unfound:
         described = "; ".join(
-            f"{terminal_safe(clipped(fqn.partition(':')[2], 200))} of module "
-            f"{terminal_safe(clipped(fqn.partition(':')[0], 200))} ({terminal_safe(clipped(reason, 300))})"
+            f"{terminal_clipped(fqn.partition(':')[2], 200)} of module "
+            f"{terminal_clipped(fqn.partition(':')[0], 200)} ({terminal_clipped(reason, 300)})"
             for fqn, reason in unfound.items())
         warnings.warn(
-            f"{terminal_safe(clipped(package_path, 300))}: its {what} use Enum members as keys whose class this "
+            f"{terminal_clipped(package_path, 300)}: its {what} use Enum members as keys whose class this "
             f"process cannot find ({described}). Those keys come back as strings 'Class.member'. To get the members, "
             f"make each class importable under that module name before aotcuda.load (define it at the top level of "
             f"an importable module, not with enum.Enum(...) in a script's __main__), and lower the model again if "

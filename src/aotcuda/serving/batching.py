@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped, one_line, terminal_safe
+from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped, one_line, terminal_clipped, terminal_safe
 
 __all__ = ["BatchPlan", "combine", "index_records", "serving_plan", "split_rows", "state_written_names",
            "training_norm_cause",
@@ -278,7 +278,7 @@ def serving_plan(input_specs, output_specs, max_batch_size: int, where: str, *,
                                  advice=(Advice("max_batch_size", 1),))
     plan = BatchPlan.from_specs(input_specs, output_specs, index_ranges)
     if max_batch_size > 1 and plan.batches and rows_mixed is True:  # the shapes batch; the values do not
-        found = (f"lowering found it in the program's graph: {terminal_safe(clipped(rows_found, 300))}" if isinstance(rows_found, str)
+        found = (f"lowering found it in the program's graph: {terminal_clipped(rows_found, 300)}" if isinstance(rows_found, str)
                  else "lowering ran it on the example inputs: changing one row, or leaving the first out, changed "
                       "other rows of an output")
         raise ServingConfigError(f"{where} cannot be batched: an output's row depends on other rows of its inputs' "

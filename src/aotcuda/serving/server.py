@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from aotcuda.errors import Advice, PackageError, ServingConfigError, clipped, terminal_safe
+from aotcuda.errors import Advice, PackageError, ServingConfigError, terminal_clipped
 from aotcuda.package_tags import key_file_path, key_file_switch, signing_key
 from aotcuda.runtime.archive import ArchiveLimits, open_archive
 from aotcuda.runtime.package import package_key_id, pick_model, read_signature
@@ -303,15 +303,8 @@ def unprobed_rows_line(package_path: str, signature: dict) -> str:
     """serve's one line for a package it batches whose rows lowering did not probe (lowering/batch_rows.py)."""
     why = signature.get("rows_not_probed") if "rows_mixed" in signature else "lowered by an aotcuda without the probe"
     return (f"aotcuda: batching {package_path!r} unchecked: whether an output row depends on other rows of the batch "
-            f"dim was not probed at lowering ({_escaped(why) if isinstance(why, str) else 'no reason recorded'}); if it may, "
+            f"dim was not probed at lowering ({terminal_clipped(why, 300) if isinstance(why, str) else 'no reason recorded'}); if it may, "
             "serve it with --max-batch-size 1")
-
-
-def _escaped(text: str, limit: int = 300) -> str:
-    """A package's text as serve's log writes it: cut, and its control characters escaped as the CLI escapes a
-    package's text (review40d: a rows_not_probed of ESC sequences cleared the deployer's terminal and wrote a line of
-    its own)."""
-    return terminal_safe(clipped(text, limit))
 
 
 def replica_actor_options(package_path: str, options: ServeOptions) -> dict:
